@@ -1,0 +1,90 @@
+"""Provider wire formats. Each module offers:
+
+    NAME: str
+    detect(obj) -> Detection | None          is this record one of mine, and in which shape?
+    parse(obj, shape=None) -> Conversation   shape: "request" | "messages" | "response"
+    serialize(conv, shape="request", ledger) -> body   (entries go to the Ledger)
+
+Adding a provider touches its module and one line of FORMATS.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from ..conversation import Conversation
+from ..errors import ConfigError, ShapeError
+from ..ledger import Ledger, LedgerEntry
+from . import anthropic, gemini, openai_chat, openai_responses
+from .base import SHAPES, Detection
+
+FORMATS: dict[str, ModuleType] = {
+    "anthropic": anthropic,
+    "openai-chat": openai_chat,
+    "openai-responses": openai_responses,
+    "gemini": gemini,
+}
+
+ALIASES = {"openai_chat": "openai-chat", "openai_responses": "openai-responses", "google": "gemini",
+           "openai": "openai-chat"}
+
+
+def get(name: str) -> ModuleType:
+    key = ALIASES.get(name, name)
+    try:
+        return FORMATS[key]
+    except KeyError:
+        raise ConfigError(f"unknown format '{name}'; valid: {', '.join(FORMATS)}", code="unknown_format") from None
+
+
+def detect(obj: Any) -> Detection:
+    """The one format and shape this record fits. Several equally likely candidates is an error that
+    names them (pass the format explicitly); none is an error too."""
+    found = [d for d in (module.detect(obj) for module in FORMATS.values()) if d is not None]
+    certain = [d for d in found if d.certain]
+    if len(certain) == 1:
+        return certain[0]
+    candidates = certain or found
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise ShapeError(f"not a record of any known format ({', '.join(FORMATS)}): {_describe(obj)}")
+    names = ", ".join(f"{d.format} {d.shape}" for d in candidates)
+    raise ShapeError(f"ambiguous record, could be: {names}; name the format with --from", code="ambiguous_shape")
+
+
+def parse(obj: Any, fmt: str | None = None, shape: str | None = None) -> Conversation:
+    if fmt is None:
+        found = detect(obj)
+        return FORMATS[found.format].parse(obj, shape=shape or found.shape)
+    module = get(fmt)
+    if shape is None:
+        found = module.detect(obj)
+        if found is None:
+            raise ShapeError(f"not a {module.NAME} record: {_describe(obj)}")
+        shape = found.shape
+    if shape not in SHAPES:
+        raise ConfigError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
+    return module.parse(obj, shape=shape)
+
+
+def serialize(conv: Conversation, target: str, *, shape: str | None = None,
+              strict: bool = False) -> tuple[Any, list[LedgerEntry]]:
+    """Write `conv` in `target` format. Shape defaults to the one the conversation was read in when
+    the target is its own format, else a request body."""
+    module = get(target)
+    if shape is None:
+        shape = conv.meta.shape if conv.meta.provider == module.NAME and conv.meta.shape in SHAPES else "request"
+    ledger = Ledger(module.NAME, strict=strict)
+    body = module.serialize(conv, shape=shape, ledger=ledger)
+    return body, ledger.entries
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, dict):
+        keys = list(obj)[:8]
+        return "an object with keys " + ", ".join(repr(k) for k in keys) + (" ..." if len(obj) > 8 else "")
+    if isinstance(obj, list):
+        return f"an array of {len(obj)} items"
+    return f"a {type(obj).__name__}"

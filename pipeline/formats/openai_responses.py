@@ -1,0 +1,15 @@
+"""Placeholder until the codec lands."""
+
+NAME = "openai-responses"
+
+
+def detect(obj):
+    return None
+
+
+def parse(obj, shape=None):
+    raise NotImplementedError
+
+
+def serialize(conv, shape="request", ledger=None):
+    raise NotImplementedError
