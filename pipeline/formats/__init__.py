@@ -2,7 +2,8 @@
 
     NAME: str
     detect(obj) -> Detection | None          is this record one of mine, and in which shape?
-    parse(obj, shape=None) -> Conversation   shape: "request" | "messages" | "response"
+    parse(obj, shape=None, strict=False) -> Conversation   shape: "request" | "messages" | "response";
+                                             strict refuses unknown block types and guessed pairings
     serialize(conv, shape="request", ledger) -> body   (entries go to the Ledger)
 
 Adding a provider touches its module and one line of FORMATS.
@@ -54,10 +55,10 @@ def detect(obj: Any) -> Detection:
     raise ShapeError(f"ambiguous record, could be: {names}; name the format with --from", code="ambiguous_shape")
 
 
-def parse(obj: Any, fmt: str | None = None, shape: str | None = None) -> Conversation:
+def parse(obj: Any, fmt: str | None = None, shape: str | None = None, *, strict: bool = False) -> Conversation:
     if fmt is None:
         found = detect(obj)
-        return FORMATS[found.format].parse(obj, shape=shape or found.shape)
+        return FORMATS[found.format].parse(obj, shape=shape or found.shape, strict=strict)
     module = get(fmt)
     if shape is None:
         found = module.detect(obj)
@@ -66,7 +67,7 @@ def parse(obj: Any, fmt: str | None = None, shape: str | None = None) -> Convers
         shape = found.shape
     if shape not in SHAPES:
         raise ConfigError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
-    return module.parse(obj, shape=shape)
+    return module.parse(obj, shape=shape, strict=strict)
 
 
 def serialize(conv: Conversation, target: str, *, shape: str | None = None,

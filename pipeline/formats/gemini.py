@@ -7,7 +7,7 @@ def detect(obj):
     return None
 
 
-def parse(obj, shape=None):
+def parse(obj, shape=None, strict=False):
     raise NotImplementedError
 
 
