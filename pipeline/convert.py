@@ -1,0 +1,42 @@
+"""Cross-format conversion of whole inputs: parsed records in, target bodies and ledgers out."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, NamedTuple
+
+from . import formats
+from .conversation import to_builtins
+from .errors import SftprepError
+from .ingest import Parsed
+from .ledger import LedgerEntry
+
+TARGETS = (*formats.FORMATS, "canonical")
+
+
+class Converted(NamedTuple):
+    source: str
+    record: Any
+    body: Any | None  # None when rejected
+    ledger: list[LedgerEntry]
+    error: SftprepError | None = None
+
+
+def convert_one(parsed: Parsed, target: str, *, shape: str | None = None, strict: bool = False) -> Converted:
+    if parsed.error is not None or parsed.conversation is None:
+        return Converted(parsed.source, parsed.record, None, [], parsed.error)
+    if target == "canonical":
+        return Converted(parsed.source, parsed.record, to_builtins(parsed.conversation), [])
+    try:
+        body, ledger = formats.serialize(parsed.conversation, target, shape=shape, strict=strict)
+    except SftprepError as exc:
+        return Converted(parsed.source, parsed.record, None, [], exc.at(parsed.source))
+    return Converted(parsed.source, parsed.record, body, ledger)
+
+
+def convert_all(parsed: Iterable[Parsed], target: str, **options: Any) -> Iterator[Converted]:
+    for item in parsed:
+        yield convert_one(item, target, **options)
+
+
+def ledger_dicts(entries: list[LedgerEntry]) -> list[dict]:
+    return [{"kind": e.kind, "path": e.path, "reason": e.reason} for e in entries]

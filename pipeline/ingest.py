@@ -1,0 +1,87 @@
+"""From input paths to canonical conversations: which files, which records, which format and shape.
+
+Every record read comes out as exactly one `Parsed`: a conversation, or the error that stopped it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple
+
+from msgspec.structs import replace
+
+from . import formats
+from .conversation import Conversation
+from .errors import ConfigError, SftprepError
+from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, read_records
+
+INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+
+
+class Parsed(NamedTuple):
+    source: str
+    record: Any  # the original JSON value (None when it could not be decoded)
+    conversation: Conversation | None
+    error: SftprepError | None = None
+
+
+def expand_paths(inputs: Iterable[str]) -> list[Path]:
+    """Files named, matched by a glob, or found (recursively) under a directory, in a stable order.
+    A name that matches nothing is an error before any work starts."""
+    out: list[Path] = []
+    for item in inputs:
+        if any(ch in item for ch in "*?["):
+            matches = sorted(Path(p) for p in glob.glob(item, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise ConfigError(f"no input files match '{item}'", code="no_input")
+            out.extend(matches)
+        elif os.path.isdir(item):
+            found = sorted(p for p in Path(item).rglob("*") if p.is_file() and p.name.endswith(INPUT_SUFFIXES))
+            if not found:
+                raise ConfigError(f"directory '{item}' holds no input files ({', '.join(INPUT_SUFFIXES)})",
+                                  code="no_input")
+            out.extend(found)
+        elif os.path.isfile(item):
+            out.append(Path(item))
+        else:
+            raise ConfigError(f"input '{item}' does not exist", code="no_input")
+    return out
+
+
+def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
+                 strict: bool = False, keep_original: bool = False) -> Conversation:
+    """One decoded record to a conversation; errors carry the source."""
+    try:
+        conv = formats.parse(value, fmt, shape, strict=strict)
+    except SftprepError as exc:
+        raise exc.at(source)
+    changes: dict[str, Any] = {"meta": replace(conv.meta, source=source)}
+    if keep_original:
+        changes["original"] = value
+    return replace(conv, **changes)
+
+
+def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
+                strict: bool = False, keep_original: bool = False,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
+    for path in paths:
+        for raw in read_records(path, max_record_bytes=max_record_bytes):
+            yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
+
+
+def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:
+    if raw.error is not None:
+        return Parsed(raw.source, _undecoded(raw), None, raw.error)
+    try:
+        return Parsed(raw.source, raw.value, parse_record(raw.value, raw.source, **options))
+    except SftprepError as exc:
+        return Parsed(raw.source, raw.value, None, exc)
+
+
+def _undecoded(raw: RawRecord) -> Any:
+    if raw.raw is None:
+        return None
+    return raw.raw.decode("utf-8", "replace")
+
