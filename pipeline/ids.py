@@ -45,3 +45,32 @@ class CallIds:
         n = self._seen.get(key, 0)
         self._seen[key] = n + 1
         return _PREFIX + (key if n == 0 else _digest(key.encode(), str(n).encode()))
+
+
+def renumber(conv):
+    """The conversation with every call id recomputed in order, results following their calls.
+    Needed when conversations are joined (a request's history plus its response's turn): each part
+    numbered identical calls from zero, and the join must not hold one id twice."""
+    from msgspec.structs import replace
+
+    from .conversation import ToolCall, ToolResult
+
+    ids = CallIds()
+    latest: dict[str, str] = {}  # old id -> new id of the most recent call that had it
+    messages = []
+    changed = False
+    for message in conv.messages:
+        blocks = []
+        for block in message.blocks:
+            if isinstance(block, ToolCall):
+                new_id = ids.new(block.name, block.arguments, raw_arguments=block.raw_arguments)
+                latest[block.id] = new_id
+                if new_id != block.id:
+                    block, changed = replace(block, id=new_id), True
+            elif isinstance(block, ToolResult) and block.call_id is not None:
+                new_id = latest.get(block.call_id, block.call_id)
+                if new_id != block.call_id:
+                    block, changed = replace(block, call_id=new_id), True
+            blocks.append(block)
+        messages.append(replace(message, blocks=tuple(blocks)))
+    return replace(conv, messages=tuple(messages)) if changed else conv

@@ -14,7 +14,8 @@ from msgspec.structs import replace
 
 from . import formats
 from .conversation import Conversation
-from .errors import ConfigError, SftprepError
+from .errors import ConfigError, SftprepError, ShapeError
+from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, read_records
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
@@ -50,11 +51,19 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
+RECORD_SHAPES = ("request", "messages", "response", "exchange")
+
+
 def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
                  strict: bool = False, keep_original: bool = False) -> Conversation:
     """One decoded record to a conversation; errors carry the source."""
     try:
-        conv = formats.parse(value, fmt, shape, strict=strict)
+        if shape == "exchange" or (shape is None and is_exchange(value)):
+            if not is_exchange(value):
+                raise ShapeError("not an exchange: expected an object with 'request' and 'response'")
+            conv = parse_exchange(value, fmt=fmt, strict=strict)
+        else:
+            conv = formats.parse(value, fmt, shape, strict=strict)
     except SftprepError as exc:
         raise exc.at(source)
     changes: dict[str, Any] = {"meta": replace(conv.meta, source=source)}
@@ -66,9 +75,15 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
 def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
                 strict: bool = False, keep_original: bool = False,
                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
+    options = {"fmt": fmt, "shape": shape, "strict": strict, "keep_original": keep_original}
     for path in paths:
         for raw in read_records(path, max_record_bytes=max_record_bytes):
-            yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
+            if raw.error is None and is_recording(raw.value):
+                # An HTTP recording holds many exchanges: each is a record of its own.
+                for i, interaction in enumerate(raw.value["interactions"]):
+                    yield _parse_raw(RawRecord(f"{raw.source}#interactions[{i}]", interaction), **options)
+            else:
+                yield _parse_raw(raw, **options)
 
 
 def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:
