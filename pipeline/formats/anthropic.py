@@ -1,15 +1,616 @@
-"""Placeholder until the codec lands."""
+"""Anthropic Messages API: request bodies, bare message lists and response objects.
 
-NAME = "anthropic"
+Blocks are read and written in `_anthropic_blocks`; this module handles the conversation around them:
+system, tools, request parameters, message roles, and the mapping of other providers' parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, assert_never
+
+import orjson
+from msgspec import UNSET
+from msgspec.structs import replace
+
+from ..conversation import Conversation, Media, Message, Meta, Opaque, Text, Tool, ToolCall, ToolResult
+from ..errors import ParseError, ShapeError
+from ..ledger import Ledger
+from ._anthropic_blocks import NAME, OPAQUE_TYPES, BlockReader, BlockWriter
+from .base import SHAPES, Detection, expect, ledger_foreign_extras, require
+
+__all__ = ["NAME", "detect", "parse", "serialize"]
+
+_ROLES = frozenset({"user", "assistant", "system"})
+_TEXT_KEYS = {"type", "text"}
+_MESSAGE_KEYS = frozenset({"role", "content"})
+_TOOL_KEYS = frozenset({"name", "description", "input_schema"})
+_REQUEST_KEYS = frozenset({"messages", "system", "tools"})
+# A response object's fields with a canonical home (in Meta); the rest stays on the message.
+_RESPONSE_META = ("id", "model", "stop_reason", "usage")
+_RESPONSE_KEYS = frozenset({"type", "role", "content"})
+
+# --- detection ---------------------------------------------------------------------------------------
+
+# Block types only Anthropic uses; "text" is shared with OpenAI Chat content parts.
+_OWN_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document",
+                         *OPAQUE_TYPES})
+# Message keys and part types that belong to other formats.
+_FOREIGN_MESSAGE_KEYS = frozenset({"tool_calls", "tool_call_id", "function_call", "refusal", "audio",
+                                   "reasoning_content", "name", "parts"})
+_FOREIGN_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal", "input_text", "input_image",
+                             "input_file", "output_text"})
+_FOREIGN_REQUEST_KEYS = frozenset({"contents", "input", "instructions", "generationConfig", "functions",
+                                   "response_format", "max_completion_tokens", "frequency_penalty",
+                                   "presence_penalty", "logit_bias", "logprobs", "n", "seed",
+                                   "parallel_tool_calls", "reasoning_effort", "stream_options",
+                                   "modalities", "prediction", "web_search_options"})
+_OWN_REQUEST_KEYS = frozenset({"system", "stop_sequences", "top_k", "thinking", "mcp_servers", "container",
+                               "context_management", "output_config"})
+_OWN_TOOL_CHOICES = frozenset({"auto", "any", "tool", "none"})
 
 
-def detect(obj):
+def _scan_messages(messages: list) -> tuple[bool, bool]:
+    """(could be Anthropic messages, a feature only Anthropic has was seen)."""
+    certain = False
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in _ROLES or not m.keys().isdisjoint(_FOREIGN_MESSAGE_KEYS):
+            return False, False
+        content = m.get("content")
+        if isinstance(content, list):
+            for b in content:
+                btype = b.get("type") if isinstance(b, dict) else None
+                if not isinstance(btype, str) or btype in _FOREIGN_BLOCKS:
+                    return False, False
+                if btype in _OWN_BLOCKS:
+                    certain = True
+        elif not isinstance(content, str) and not (content is None and "content" not in m and m["role"] == "system"):
+            return False, False
+    return True, certain
+
+
+def detect(obj: Any) -> Detection | None:
+    if isinstance(obj, list):
+        if not obj:
+            return None
+        ok, certain = _scan_messages(obj)
+        return Detection(NAME, "messages", certain) if ok else None
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("type") == "message" and obj.get("role") == "assistant" and isinstance(obj.get("content"), list):
+        return Detection(NAME, "response", True)
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not obj.keys().isdisjoint(_FOREIGN_REQUEST_KEYS):
+        return None
+    choice = obj.get("tool_choice")
+    tools = obj.get("tools")
+    # Anthropic tool_choice is an object and no tool has type "function"; a streamed body always has
+    # max_tokens (only count_tokens bodies, which cannot stream, go without it).
+    if (isinstance(choice, str) or ("stream" in obj and "max_tokens" not in obj)
+            or (isinstance(tools, list) and any(isinstance(t, dict) and ("function" in t or t.get("type") == "function")
+                                                for t in tools))):
+        return None
+    ok, certain = _scan_messages(messages)
+    if not ok:
+        return None
+    if not certain:
+        certain = (not obj.keys().isdisjoint(_OWN_REQUEST_KEYS)
+                   or (isinstance(choice, dict) and choice.get("type") in _OWN_TOOL_CHOICES)
+                   # other formats' tools were excluded above: a named tool here is Anthropic-shaped
+                   or (isinstance(tools, list) and any(isinstance(t, dict) and "name" in t for t in tools)))
+    return Detection(NAME, "request", certain)
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+
+def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversation:
+    if shape is None:
+        found = detect(obj)
+        if found is None:
+            raise ShapeError("not an anthropic request body, message list or response object")
+        shape = found.shape
+    reader = BlockReader(strict)
+    match shape:
+        case "request":
+            return _parse_request(obj, reader)
+        case "messages":
+            expect(obj, list, "$", "a message list")
+            messages = tuple(_message(m, f"$[{i}]", reader) for i, m in enumerate(obj))
+            return Conversation(messages=messages, meta=Meta(provider=NAME, shape="messages"))
+        case "response":
+            return _parse_response(obj, reader)
+        case _:
+            raise ShapeError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}")
+
+
+def _parse_request(obj: Any, reader: BlockReader) -> Conversation:
+    expect(obj, dict, "$", "a request body")
+    raw_messages = require(obj, "messages", list, "$")
+    form: dict[str, str] = {}
+    system: tuple = ()
+    if "system" in obj:
+        raw_system = obj["system"]
+        if isinstance(raw_system, str):
+            system = (Text(raw_system),)
+            form["system"] = "str"
+        else:
+            expect(raw_system, list, "$.system", "'system'")
+            system = tuple(_system_block(b, f"$.system[{i}]", reader) for i, b in enumerate(raw_system))
+            if not system:
+                form["system"] = "list"
+    tools: tuple = ()
+    if "tools" in obj:
+        raw_tools = expect(obj["tools"], list, "$.tools", "'tools'")
+        tools = tuple(_tool(t, f"$.tools[{i}]") for i, t in enumerate(raw_tools))
+        if not tools:
+            form["tools"] = "list"
+    messages = tuple(_message(m, f"$.messages[{i}]", reader) for i, m in enumerate(raw_messages))
+    params = {k: v for k, v in obj.items() if k not in _REQUEST_KEYS}
+    model = params.get("model")
+    return Conversation(messages=messages, system=system, tools=tools,
+                        meta=Meta(provider=NAME, shape="request", model=model if isinstance(model, str) else None),
+                        extras={NAME: params} if params else {}, form={NAME: form} if form else {})
+
+
+def _system_block(b: Any, path: str, reader: BlockReader) -> Text:
+    expect(b, dict, path, "system block")
+    btype = require(b, "type", str, path)
+    if btype != "text":
+        raise ParseError(f"system blocks must be of type 'text', got '{btype}'", path=f"{path}.type")
+    return reader.text(b, path)
+
+
+def _tool(t: Any, path: str) -> Tool:
+    expect(t, dict, path, "tool")
+    ttype = t.get("type")
+    if ttype is None or ttype == "custom" or "input_schema" in t:
+        name = require(t, "name", str, path)
+        parameters = require(t, "input_schema", dict, path)
+        description = t.get("description")
+        if description is not None:
+            expect(description, str, f"{path}.description", "'description'")
+        rest = {k: v for k, v in t.items() if k not in _TOOL_KEYS}
+        form = {"description": "null"} if "description" in t and description is None else {}
+        return Tool(name=name, description=description, parameters=parameters,
+                    extras={NAME: rest} if rest else {}, form={NAME: form} if form else {})
+    # Hosted (server) tool: its type names it; everything but the name is configuration.
+    expect(ttype, str, f"{path}.type", "'type'")
+    name = t.get("name")
+    if name is not None:
+        expect(name, str, f"{path}.name", "'name'")
+    return Tool(name=name if name is not None else ttype, kind="hosted",
+                extras={NAME: {k: v for k, v in t.items() if k != "name"}},
+                form={} if name is not None else {NAME: {"name": "absent"}})
+
+
+def _message(m: Any, path: str, reader: BlockReader) -> Message:
+    expect(m, dict, path, "message")
+    role = require(m, "role", str, path)
+    if role not in _ROLES:
+        raise ParseError(f"role must be 'user', 'assistant' or 'system', got '{role}'", path=f"{path}.role")
+    form: dict[str, str] = {}
+    if "content" not in m and role == "system":  # a system message may carry only output_config
+        blocks: tuple = ()
+        form["content"] = "absent"
+    else:
+        content = require(m, "content", (str, list), path)
+        if isinstance(content, str):
+            blocks = (Text(content),)
+            form["content"] = "str"
+        else:
+            blocks = tuple(reader.block(b, f"{path}.content[{i}]") for i, b in enumerate(content))
+    rest = {k: v for k, v in m.items() if k not in _MESSAGE_KEYS}
+    return Message(role=role, blocks=blocks, extras={NAME: rest} if rest else {},
+                   form={NAME: form} if form else {})
+
+
+def _parse_response(obj: Any, reader: BlockReader) -> Conversation:
+    expect(obj, dict, "$", "a response object")
+    if obj.get("type") != "message":
+        raise ParseError("a response object has type 'message'", path="$.type")
+    if obj.get("role") != "assistant":
+        raise ParseError("a response message has role 'assistant'", path="$.role")
+    content = require(obj, "content", list, "$")
+    blocks = tuple(reader.block(b, f"$.content[{i}]") for i, b in enumerate(content))
+    meta: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key in _RESPONSE_KEYS:
+            continue
+        if (key == "usage" and isinstance(value, dict)) or (key in _RESPONSE_META and isinstance(value, str)):
+            meta[key] = value
+        else:  # null stop_reason, stop_sequence, container, context_management...
+            rest[key] = value
+    form = {} if "stop_sequence" in obj else {NAME: {"stop_sequence": "absent"}}
+    message = Message(role="assistant", blocks=blocks, extras={NAME: rest} if rest else {}, form=form)
+    return Conversation(messages=(message,), meta=Meta(
+        provider=NAME, shape="response", model=meta.get("model"), response_id=meta.get("id"),
+        stop_reason=meta.get("stop_reason"), usage=meta.get("usage", UNSET)))
+
+
+# --- serializing -----------------------------------------------------------------------------------
+
+_PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}
+_CUSTOM_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+DEFAULT_MAX_TOKENS = 4096
+
+
+def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None = None) -> Any:
+    if ledger is None:
+        ledger = Ledger(NAME)
+    # Top-level parameters of other providers are mapped (or ledgered) by _foreign_params below; the
+    # walk reports every other foreign field and Opaque block.
+    ledger_foreign_extras(replace(conv, extras={}) if conv.extras else conv, NAME, ledger)
+    writer = BlockWriter(ledger)
+    match shape:
+        case "request":
+            return _request(conv, writer, ledger)
+        case "messages":
+            if conv.system or conv.developer:
+                ledger.add("dropped", "$.system", "a bare message list has no place for system instructions")
+            return _messages(conv, writer, ledger)
+        case "response":
+            return _response(conv, writer, ledger)
+        case _:
+            raise ShapeError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}")
+
+
+def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
+    own = conv.extras.get(NAME)
+    body: dict[str, Any] = dict(own) if own else {}
+    if "model" not in body and conv.meta.model is not None:
+        body["model"] = conv.meta.model
+    _foreign_params(conv.extras, body, ledger)
+    if own is None and "max_tokens" not in body:
+        body["max_tokens"] = DEFAULT_MAX_TOKENS
+        ledger.add("synthesized", "$", f"anthropic requires max_tokens; wrote {DEFAULT_MAX_TOKENS}")
+    form = conv.form.get(NAME) or {}
+    system = _system(conv, writer, ledger)
+    if system:
+        if form.get("system") == "str" and len(system) == 1 and system[0].keys() == _TEXT_KEYS:
+            body["system"] = system[0]["text"]
+        else:
+            body["system"] = system
+    elif "system" in form:
+        body["system"] = "" if form["system"] == "str" else []
+    if conv.tools or "tools" in form:
+        body["tools"] = [t for ti, tool in enumerate(conv.tools) if (t := _tool_out(tool, ti, ledger)) is not None]
+    body["messages"] = _messages(conv, writer, ledger)
+    return body
+
+
+def _system(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> list[dict]:
+    out: list[dict] = []
+    for name, blocks in (("system", conv.system), ("developer", conv.developer)):
+        for bi, block in enumerate(blocks):
+            path = f"$.{name}[{bi}]"
+            if isinstance(block, Media):
+                ledger.add("dropped", path, "anthropic system prompts hold text only")
+                continue
+            if name == "developer":
+                ledger.add("folded", path, "anthropic has no developer instructions: folded into system")
+            out.append(writer.text(block, path))
+    return out
+
+
+def _tool_out(tool: Tool, ti: int, ledger: Ledger) -> dict | None:
+    path = f"$.tools[{ti}]"
+    own = tool.extras.get(NAME) or {}
+    form = tool.form.get(NAME) or {}
+    match tool.kind:
+        case "hosted":
+            if not own:
+                ledger.add("dropped", path, f"hosted tool '{tool.name}' of another provider has no anthropic equivalent")
+                return None
+            out = {} if form.get("name") == "absent" else {"name": tool.name}
+            out.update(own)
+            return out
+        case "function" | "custom":
+            parameters = tool.parameters
+            if tool.kind == "custom":
+                ledger.add("folded", path, f"anthropic has no free-form tools: '{tool.name}' takes its text as "
+                                           "a string field 'input'")
+                parameters = _CUSTOM_INPUT_SCHEMA
+            elif parameters is UNSET:
+                ledger.add("synthesized", path, "anthropic requires input_schema: wrote an empty object schema")
+                parameters = _PLACEHOLDER_SCHEMA
+            out = {"name": tool.name, "input_schema": parameters}
+            if tool.description is not None or form.get("description") == "null":
+                out["description"] = tool.description
+            out.update(own)
+            return out
+        case _:
+            raise AssertionError(tool.kind)
+
+
+def _messages(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> list[dict]:
+    out: list[dict] = []
+    msgs = conv.messages
+    i, n = 0, len(msgs)
+    while i < n:
+        j = i + 1
+        if msgs[i].role in ("user", "tool"):
+            # Anthropic has no tool role: a run of tool and user messages becomes one user message.
+            while j < n and msgs[j].role in ("user", "tool"):
+                j += 1
+            if j - i == 1 or all(msgs[k].role == "user" for k in range(i, j)):
+                j = i + 1
+        written = _message_out(msgs[i], i, writer, ledger) if j == i + 1 else _user_run(msgs, i, j, writer, ledger)
+        if written is not None:
+            out.append(written)
+        i = j
+    return out
+
+
+def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
+    mpath = f"$.messages[{mi}]"
+    _message_fields(m, mpath, ledger)
+    role = m.role
+    match role:
+        case "system" | "developer":
+            if role == "developer":
+                ledger.add("folded", mpath, "anthropic has no developer role: written as a system message")
+            content = _system_content(m, mpath, writer, ledger)
+            role = "system"
+        case "user" | "tool":
+            content = _blocks_out(_results_first([(mi, bi, b) for bi, b in enumerate(m.blocks)], ledger), writer)
+            role = "user"
+        case "assistant":
+            content = _blocks_out([(mi, bi, b) for bi, b in enumerate(m.blocks)], writer)
+        case _:
+            assert_never(role)
+    if not content and m.blocks:
+        ledger.add("dropped", mpath, "nothing in this message can be written in anthropic")
+        return None
+    out: dict[str, Any] = {"role": role}
+    shape = (m.form.get(NAME) or {}).get("content")
+    if shape == "str" and len(content) == 1 and content[0].keys() == _TEXT_KEYS:
+        out["content"] = content[0]["text"]
+    elif shape != "absent" or content:
+        out["content"] = content
+    own = m.extras.get(NAME)
+    if own:
+        out.update(own)
+    return out
+
+
+def _user_run(msgs: tuple[Message, ...], start: int, stop: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
+    """Consecutive user and tool messages written as the one user message Anthropic expects."""
+    triples: list[tuple[int, int, Any]] = []
+    for mi in range(start, stop):
+        _message_fields(msgs[mi], f"$.messages[{mi}]", ledger)
+        for key in msgs[mi].extras.get(NAME) or ():
+            ledger.add("dropped", f"$.messages[{mi}]", f"message field '{key}' lost merging into one user message")
+        triples.extend((mi, bi, b) for bi, b in enumerate(msgs[mi].blocks))
+    content = _blocks_out(_results_first(triples, ledger), writer)
+    if not content:
+        ledger.add("dropped", f"$.messages[{start}]", "nothing in these messages can be written in anthropic")
+        return None
+    return {"role": "user", "content": content}
+
+
+def _results_first(triples: list[tuple[int, int, Any]], ledger: Ledger) -> list[tuple[int, int, Any]]:
+    """Anthropic wants tool results first in a user turn: move other blocks behind them (ledgered)."""
+    last_result = -1
+    for k, (_, _, block) in enumerate(triples):
+        if isinstance(block, ToolResult):
+            last_result = k
+    moved = [t for t in triples[:max(last_result, 0)] if not isinstance(t[2], ToolResult)]
+    if not moved:
+        return triples
+    for mi, bi, _ in moved:
+        ledger.add("reordered", f"$.messages[{mi}].blocks[{bi}]",
+                   "anthropic needs tool results first in a user turn: moved after the results")
+    return ([t for t in triples if isinstance(t[2], ToolResult)]
+            + [t for t in triples if not isinstance(t[2], ToolResult)])
+
+
+def _blocks_out(triples: list[tuple[int, int, Any]], writer: BlockWriter) -> list[dict]:
+    content = []
+    for mi, bi, block in triples:
+        path = f"$.messages[{mi}].blocks[{bi}]"
+        if isinstance(block, ToolResult):
+            item = writer.tool_result(block, path, f"toolu_orphan_{mi}_{bi}")
+        else:
+            item = writer.block(block, path)
+        if item is not None:
+            content.append(item)
+    return content
+
+
+def _system_content(m: Message, mpath: str, writer: BlockWriter, ledger: Ledger) -> list[dict]:
+    content = []
+    for bi, block in enumerate(m.blocks):
+        path = f"{mpath}.blocks[{bi}]"
+        if isinstance(block, Text):
+            content.append(writer.text(block, path))
+        elif isinstance(block, Opaque):
+            if block.provider == NAME:
+                content.append(block.payload)
+        else:
+            ledger.add("dropped", path, "anthropic system messages hold text only")
+    return content
+
+
+def _message_fields(m: Message, mpath: str, ledger: Ledger) -> None:
+    if m.name is not None:
+        ledger.add("dropped", mpath, "anthropic messages have no participant name")
+    if m.weight is not None:
+        ledger.add("dropped", mpath, "anthropic messages have no training weight")
+
+
+# --- other providers' request parameters -------------------------------------------------------------
+
+def _foreign_params(extras: dict, body: dict, ledger: Ledger) -> None:
+    """Map other providers' request parameters that have a clear Anthropic equivalent; ledger the rest.
+    Parameters Anthropic already has (from its own extras) win."""
+    for provider, values in extras.items():
+        if provider == NAME:
+            continue
+        # parallel_tool_calls last: it amends the tool_choice mapped from the same provider.
+        for key, value in sorted(values.items(), key=lambda kv: kv[0] == "parallel_tool_calls"):
+            mapped = _map_param(provider, key, value, body, ledger)
+            if not mapped:
+                ledger.add("dropped", "$", f"{provider} field '{key}' has no equivalent in {NAME}")
+
+
+def _put(body: dict, key: str, value: Any) -> bool:
+    body.setdefault(key, value)
+    return True
+
+
+def _map_param(provider: str, key: str, value: Any, body: dict, ledger: Ledger) -> bool:
+    if key == "model" and isinstance(value, str):
+        return _put(body, "model", value)
+    if provider in ("openai-chat", "openai-responses"):
+        match key:
+            case "max_tokens" | "max_completion_tokens" | "max_output_tokens" if isinstance(value, int):
+                return _put(body, "max_tokens", value)
+            case "temperature" if isinstance(value, (int, float)):
+                return _temperature(value, body, ledger, f"{provider} field 'temperature'")
+            case "top_p" if isinstance(value, (int, float)):
+                return _put(body, "top_p", value)
+            case "stop" if isinstance(value, (str, list)):
+                return _put(body, "stop_sequences", [value] if isinstance(value, str) else list(value))
+            case "tool_choice":
+                choice = _openai_tool_choice(value)
+                return choice is not None and _tool_choice(body, choice)
+            case "parallel_tool_calls" if isinstance(value, bool):
+                choice = body.get("tool_choice") or {"type": "auto"}
+                if not value and choice.get("type") != "none":
+                    body["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
+                return True
+        return False
+    if provider == "gemini" and key in ("generationConfig", "generation_config") and isinstance(value, dict):
+        for sub, v in value.items():
+            if not _gemini_generation(sub, v, body, ledger):
+                ledger.add("dropped", "$", f"gemini field '{key}.{sub}' has no equivalent in {NAME}")
+        return True
+    if provider == "gemini" and key in ("toolConfig", "tool_config") and isinstance(value, dict):
+        config = value.get("functionCallingConfig", value.get("function_calling_config"))
+        choice = _gemini_tool_choice(config) if len(value) == 1 else None
+        return choice is not None and _tool_choice(body, choice)
+    return False
+
+
+def _temperature(value: float, body: dict, ledger: Ledger, what: str) -> bool:
+    if value > 1:
+        ledger.add("folded", "$", f"{what} {value} is above anthropic's maximum of 1: wrote 1")
+        value = 1
+    return _put(body, "temperature", value)
+
+
+def _gemini_generation(key: str, value: Any, body: dict, ledger: Ledger) -> bool:
+    match key:
+        case "maxOutputTokens" | "max_output_tokens" if isinstance(value, int):
+            return _put(body, "max_tokens", value)
+        case "temperature" if isinstance(value, (int, float)):
+            return _temperature(value, body, ledger, "gemini field 'temperature'")
+        case "topP" | "top_p" if isinstance(value, (int, float)):
+            return _put(body, "top_p", value)
+        case "topK" | "top_k" if isinstance(value, int):
+            return _put(body, "top_k", value)
+        case "stopSequences" | "stop_sequences" if isinstance(value, list):
+            return _put(body, "stop_sequences", list(value))
+    return False
+
+
+def _tool_choice(body: dict, choice: dict) -> bool:
+    body.setdefault("tool_choice", choice)
+    return True
+
+
+def _openai_tool_choice(value: Any) -> dict | None:
+    if isinstance(value, str):
+        return {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}.get(value)
+    if isinstance(value, dict) and value.get("type") == "function":
+        function = value.get("function")
+        name = function.get("name") if isinstance(function, dict) else value.get("name")
+        if isinstance(name, str):
+            return {"type": "tool", "name": name}
     return None
 
 
-def parse(obj, shape=None, strict=False):
-    raise NotImplementedError
+def _gemini_tool_choice(config: Any) -> dict | None:
+    if not isinstance(config, dict):
+        return None
+    mode = config.get("mode")
+    names = config.get("allowedFunctionNames", config.get("allowed_function_names"))
+    if mode == "ANY" and isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
+        return {"type": "tool", "name": names[0]}
+    if names:
+        return None  # a subset of tools has no Anthropic equivalent
+    return {"AUTO": {"type": "auto"}, "ANY": {"type": "any"}, "NONE": {"type": "none"}}.get(mode)
 
 
-def serialize(conv, shape="request", ledger=None):
-    raise NotImplementedError
+# --- response objects ------------------------------------------------------------------------------
+
+_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+                           "model_context_window_exceeded"})
+_FOREIGN_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
+                 "content_filter": "refusal", "STOP": "end_turn", "MAX_TOKENS": "max_tokens",
+                 "SAFETY": "refusal", "completed": "end_turn"}
+_USAGE_IN = {"prompt_tokens": "input_tokens", "promptTokenCount": "input_tokens", "input_tokens": "input_tokens",
+             "completion_tokens": "output_tokens", "candidatesTokenCount": "output_tokens",
+             "output_tokens": "output_tokens"}
+
+
+def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
+    last = max((i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=None)
+    for i in range(len(conv.messages)):
+        if i != last:
+            ledger.add("dropped", f"$.messages[{i}]", "a response object holds only the last assistant turn")
+    if conv.system or conv.developer:
+        ledger.add("dropped", "$.system", "a response object has no system instructions")
+    if last is None:
+        message, mi = Message(role="assistant"), 0
+    else:
+        message, mi = conv.messages[last], last
+        _message_fields(message, f"$.messages[{mi}]", ledger)
+    content = _blocks_out([(mi, bi, b) for bi, b in enumerate(message.blocks)], writer)
+    meta = conv.meta
+    own = message.extras.get(NAME) or {}
+    own_meta = meta.provider == NAME  # stop reason and usage written by Anthropic itself
+    body: dict[str, Any] = {"type": "message", "role": "assistant"}
+    if meta.response_id is not None:
+        body["id"] = meta.response_id
+    elif "id" not in own:
+        digest = hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=12).hexdigest()
+        body["id"] = f"msg_{digest}"
+        ledger.add("synthesized", "$.meta.response_id", "response had no id; wrote one derived from its content")
+    if meta.model is not None:
+        body["model"] = meta.model
+    body["content"] = content
+    stop = meta.stop_reason
+    if stop is not None and not (own_meta and stop in _STOP_REASONS):
+        mapped = stop if stop in _STOP_REASONS else _FOREIGN_STOP.get(stop)
+        if mapped == "end_turn" and any(isinstance(b, ToolCall) for b in message.blocks):
+            mapped = "tool_use"
+        if mapped is None:
+            ledger.add("dropped", "$.meta.stop_reason", f"stop reason '{stop}' has no anthropic equivalent")
+        stop = mapped
+    if stop is None and "stop_reason" not in own:
+        stop = "tool_use" if any(isinstance(b, ToolCall) for b in message.blocks) else "end_turn"
+        ledger.add("synthesized", "$.meta.stop_reason", f"wrote stop_reason '{stop}' from the message content")
+    if stop is not None:
+        body["stop_reason"] = stop
+    if (message.form.get(NAME) or {}).get("stop_sequence") != "absent":
+        body["stop_sequence"] = None
+    if meta.usage is not UNSET:
+        body["usage"] = meta.usage if own_meta else _usage(meta.usage, ledger)
+    body.update(own)
+    return body
+
+
+def _usage(usage: Any, ledger: Ledger) -> Any:
+    if not isinstance(usage, dict):
+        ledger.add("dropped", "$.meta.usage", "usage is not an object")
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in usage.items():
+        target = _USAGE_IN.get(key)
+        if target is not None and isinstance(value, int):
+            out[target] = value
+        else:
+            ledger.add("dropped", "$.meta.usage", f"usage field '{key}' has no anthropic equivalent")
+    return out
