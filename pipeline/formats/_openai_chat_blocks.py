@@ -1,0 +1,485 @@
+"""OpenAI Chat Completions: content parts, tool definitions and request parameters.
+
+Split from `openai_chat.py` (messages, calls, results, detect/parse/serialize) to keep both readable.
+Parsing raises only ParseError with the JSON path; writing reports every divergence to the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+
+from ..conversation import Media, Opaque, Reasoning, Text, Tool
+from ..errors import ParseError
+from ..ledger import Ledger
+
+NAME = "openai-chat"
+
+# input_audio `format` <-> media type; other formats are kept as audio/<format>, which inverts exactly.
+_AUDIO_MEDIA = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+_AUDIO_FORMAT = {v: k for k, v in _AUDIO_MEDIA.items()}
+_AUDIO_FORMAT["audio/mp3"] = "mp3"
+_AUDIO_FORMAT["audio/x-wav"] = "wav"
+OFFICIAL_AUDIO_FORMATS = frozenset(("wav", "mp3"))
+
+
+def type_name(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def wrong(path: str, what: str, expected: str, value: Any) -> ParseError:
+    return ParseError(f"{what} must be {expected}, got {type_name(value)}", path=path)
+
+
+def missing(path: str, key: str) -> ParseError:
+    return ParseError(f"missing required field '{key}'", path=path)
+
+
+def req_str(obj: dict, key: str, path: str) -> str:
+    value = obj.get(key, UNSET)
+    if value is UNSET:
+        raise missing(path, key)
+    if type(value) is not str:
+        raise wrong(f"{path}.{key}", f"'{key}'", "a string", value)
+    return value
+
+
+def req_dict(obj: dict, key: str, path: str) -> dict:
+    value = obj.get(key, UNSET)
+    if value is UNSET:
+        raise missing(path, key)
+    if type(value) is not dict:
+        raise wrong(f"{path}.{key}", f"'{key}'", "an object", value)
+    return value
+
+
+def opt_str(obj: dict, key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and type(value) is not str:
+        raise wrong(f"{path}.{key}", f"'{key}'", "a string", value)
+    return value
+
+
+def rest(obj: dict, known: frozenset[str]) -> dict[str, Any]:
+    """A new dict of the keys a parser does not model (kept in extras, never the caller's dict)."""
+    return {k: v for k, v in obj.items() if k not in known}
+
+
+# --- data URLs ------------------------------------------------------------------------------------
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """(media type, base64 data) of `data:<type>;base64,<data>`; None for anything else, so the
+    URL is kept as written. Rebuilding `data:{type};base64,{data}` gives the same string."""
+    if not url.startswith("data:"):
+        return None
+    cut = url.find(";base64,")
+    if cut <= 5:
+        return None
+    return url[5:cut], url[cut + 8:]
+
+
+def data_url(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
+
+
+# --- content parts: parse ------------------------------------------------------------------------
+
+_TEXT_KEYS = frozenset(("type", "text"))
+_REFUSAL_KEYS = frozenset(("type", "refusal"))
+_IMAGE_KEYS = frozenset(("type", "image_url"))
+_IMAGE_URL_KEYS = frozenset(("url", "detail"))
+_AUDIO_KEYS = frozenset(("type", "input_audio"))
+_INPUT_AUDIO_KEYS = frozenset(("data", "format"))
+_FILE_KEYS = frozenset(("type", "file"))
+_FILE_FILE_KEYS = frozenset(("file_data", "file_id", "filename"))
+_THINKING_KEYS = frozenset(("type", "thinking"))
+
+
+def parse_part(part: Any, path: str, strict: bool) -> Text | Media | Reasoning | Opaque:
+    """One element of a `content` array."""
+    if type(part) is not dict:
+        raise wrong(path, "a content part", "an object", part)
+    kind = part.get("type", UNSET)
+    if kind is UNSET:
+        raise missing(path, "type")
+    if kind == "text":
+        text = req_str(part, "text", path)
+        if len(part) == 2:
+            return Text(text)
+        return Text(text, extras={NAME: rest(part, _TEXT_KEYS)})
+    if kind == "image_url":
+        return _parse_image(part, path)
+    if kind == "refusal":
+        extras = rest(part, _REFUSAL_KEYS)
+        extras["refusal"] = True
+        return Text(req_str(part, "refusal", path), extras={NAME: extras})
+    if kind == "input_audio":
+        inner = req_dict(part, "input_audio", path)
+        ipath = f"{path}.input_audio"
+        data = req_str(inner, "data", ipath)
+        fmt = req_str(inner, "format", ipath)
+        extras = rest(part, _AUDIO_KEYS)
+        inner_rest = rest(inner, _INPUT_AUDIO_KEYS)
+        if inner_rest:
+            extras["$input_audio"] = inner_rest
+        return Media(kind="audio", data=data, media_type=_AUDIO_MEDIA.get(fmt, f"audio/{fmt}"),
+                     extras={NAME: extras} if extras else {})
+    if kind == "file":
+        return _parse_file(part, path)
+    if kind == "thinking":
+        found = _parse_thinking(part)
+        if found is not None:
+            return found
+    if type(kind) is not str:
+        raise wrong(f"{path}.type", "'type'", "a string", kind)
+    if strict:
+        raise ParseError(f"unknown content part type '{kind}'", path=path, code="unknown_block")
+    return Opaque(provider=NAME, item_type=kind, payload=dict(part))
+
+
+def _parse_image(part: dict, path: str) -> Media:
+    inner = req_dict(part, "image_url", path)
+    ipath = f"{path}.image_url"
+    url = req_str(inner, "url", ipath)
+    extras = rest(part, _IMAGE_KEYS)
+    if "detail" in inner:
+        extras["detail"] = inner["detail"]
+    inner_rest = rest(inner, _IMAGE_URL_KEYS)
+    if inner_rest:
+        extras["$image_url"] = inner_rest
+    slots = {NAME: extras} if extras else {}
+    split = split_data_url(url)
+    if split is None:
+        return Media(kind="image", url=url, extras=slots)
+    return Media(kind="image", media_type=split[0], data=split[1], extras=slots)
+
+
+def _parse_file(part: dict, path: str) -> Media:
+    inner = req_dict(part, "file", path)
+    ipath = f"{path}.file"
+    file_data = opt_str(inner, "file_data", ipath)
+    file_id = opt_str(inner, "file_id", ipath)
+    filename = opt_str(inner, "filename", ipath)
+    extras = rest(part, _FILE_KEYS)
+    inner_rest = rest(inner, _FILE_FILE_KEYS)
+    if inner_rest:
+        extras["$file"] = inner_rest
+    form: dict[str, Any] = {"part": "file"}
+    media_type = data = None
+    if file_data is not None:
+        split = split_data_url(file_data)
+        if split is None:
+            data = file_data  # bare base64: keep it and say so, the rebuild must not add a prefix
+            form["bare_data"] = True
+        else:
+            media_type, data = split
+    kind = "file"
+    if media_type is not None:
+        if media_type == "application/pdf" or media_type.startswith("text/"):
+            kind = "document"
+        elif media_type.startswith("image/"):
+            kind = "image"
+        elif media_type.startswith("audio/"):
+            kind = "audio"
+    for key in ("file_data", "file_id", "filename"):
+        if key in inner and inner[key] is None:
+            form.setdefault("null", []).append(key)
+    return Media(kind=kind, media_type=media_type, data=data, file_id=file_id, filename=filename,
+                 extras={NAME: extras} if extras else {}, form={NAME: form})
+
+
+def _parse_thinking(part: dict) -> Reasoning | None:
+    """Mistral's `{"type": "thinking", "thinking": [{"type": "text", "text": ...}]}` part, when it has
+    exactly that shape; anything else stays Opaque."""
+    chunks = part.get("thinking")
+    if type(chunks) is not list or len(chunks) != 1:
+        return None
+    chunk = chunks[0]
+    if type(chunk) is not dict or chunk.get("type") != "text" or type(chunk.get("text")) is not str or len(chunk) != 2:
+        return None
+    extras = rest(part, _THINKING_KEYS)
+    return Reasoning(text=chunk["text"], origin=NAME, extras={NAME: extras} if extras else {},
+                     form={NAME: {"part": "thinking"}})
+
+
+# --- content parts: write -----------------------------------------------------------------------
+
+def text_part(block: Text) -> dict:
+    own = block.extras.get(NAME)
+    if not own:
+        return {"type": "text", "text": block.text}
+    if own.get("refusal") is True:
+        out = {"type": "refusal", "refusal": block.text}
+        out.update((k, v) for k, v in own.items() if k != "refusal")
+        return out
+    out = {"type": "text", "text": block.text}
+    out.update(own)
+    return out
+
+
+def is_plain_text(block: Any) -> bool:
+    return type(block) is Text and not block.extras.get(NAME)
+
+
+def media_part(block: Media, path: str, ledger: Ledger, same_format: bool) -> dict | None:
+    """The content part for a media block, or None after a ledger entry when Chat cannot carry it."""
+    own = block.extras.get(NAME) or {}
+    form = block.form.get(NAME) or {}
+    kind = block.kind
+    if form.get("part") == "file" or kind in ("document", "file"):
+        return _file_part(block, own, form, path, ledger)
+    if kind == "image":
+        if block.url is not None:
+            url = block.url
+        elif block.data is not None:
+            media_type = block.media_type
+            if not media_type:
+                ledger.add("synthesized", path, "image without a media type: wrote image/png in its data URL")
+                media_type = "image/png"
+            url = data_url(media_type, block.data)
+        elif block.file_id is not None:
+            ledger.add("dropped", path, "image given by file id: Chat Completions image parts take only URLs")
+            return None
+        else:
+            ledger.add("dropped", path, "image without data or URL")
+            return None
+        inner: dict[str, Any] = {"url": url}
+        if "detail" in own:
+            inner["detail"] = own["detail"]
+        if "$image_url" in own:
+            inner.update(own["$image_url"])
+        out = {"type": "image_url", "image_url": inner}
+        out.update((k, v) for k, v in own.items() if k not in ("detail", "$image_url"))
+        return out
+    if kind == "audio":
+        if block.data is None:
+            ledger.add("dropped", path, "audio by URL or file id: Chat Completions input_audio takes base64 data only")
+            return None
+        media_type = block.media_type or ""
+        fmt = _AUDIO_FORMAT.get(media_type) or (media_type[6:] if media_type.startswith("audio/") else "")
+        if not same_format and fmt not in OFFICIAL_AUDIO_FORMATS:
+            ledger.add("dropped", path, f"audio of type '{media_type}': Chat Completions accepts wav and mp3 only")
+            return None
+        inner = {"data": block.data, "format": fmt}
+        if "$input_audio" in own:
+            inner.update(own["$input_audio"])
+        out = {"type": "input_audio", "input_audio": inner}
+        out.update((k, v) for k, v in own.items() if k != "$input_audio")
+        return out
+    ledger.add("dropped", path, f"{kind} content has no place in Chat Completions messages")
+    return None
+
+
+def _file_part(block: Media, own: dict, form: dict, path: str, ledger: Ledger) -> dict | None:
+    inner: dict[str, Any] = {}
+    if block.data is not None:
+        if form.get("bare_data"):
+            inner["file_data"] = block.data
+        else:
+            inner["file_data"] = data_url(block.media_type or "application/octet-stream", block.data)
+    if block.file_id is not None:
+        inner["file_id"] = block.file_id
+    if block.filename is not None:
+        inner["filename"] = block.filename
+    for key in form.get("null", ()):
+        inner.setdefault(key, None)
+    if "file_data" not in inner and "file_id" not in inner:
+        if block.text is not None:
+            ledger.add("folded", path, "plain-text document written as a text part")
+            return {"type": "text", "text": block.text}
+        ledger.add("dropped", path, f"{block.kind} by URL: Chat Completions file parts take data or a file id")
+        return None
+    if "$file" in own:
+        inner.update(own["$file"])
+    out = {"type": "file", "file": inner}
+    out.update((k, v) for k, v in own.items() if k != "$file")
+    return out
+
+
+def thinking_part(block: Reasoning) -> dict:
+    out = {"type": "thinking", "thinking": [{"type": "text", "text": block.text or ""}]}
+    out.update(block.extras.get(NAME) or {})
+    return out
+
+
+# --- tools --------------------------------------------------------------------------------------
+
+_FUNCTION_TOOL_KEYS = frozenset(("type", "function"))
+_FUNCTION_KEYS = frozenset(("name", "description", "parameters"))
+_CUSTOM_TOOL_KEYS = frozenset(("type", "custom"))
+_CUSTOM_KEYS = frozenset(("name", "description"))
+
+
+def parse_tool(tool: Any, path: str, legacy: bool = False) -> Tool:
+    """One entry of `tools` (or of the legacy `functions` list when `legacy`)."""
+    if type(tool) is not dict:
+        raise wrong(path, "a tool", "an object", tool)
+    if legacy:
+        return _parse_function(tool, path, {}, {"legacy": True})
+    kind = tool.get("type", UNSET)
+    if kind == "function" or (kind is UNSET and "function" in tool):
+        # Mistral writes function tools without `type`; the API defaults it.
+        fn = req_dict(tool, "function", path)
+        outer = rest(tool, _FUNCTION_TOOL_KEYS)
+        return _parse_function(fn, f"{path}.function", {"$tool": outer} if outer else {},
+                               {"no_type": True} if kind is UNSET else {})
+    if kind == "custom":
+        custom = req_dict(tool, "custom", path)
+        cpath = f"{path}.custom"
+        name = req_str(custom, "name", cpath)
+        description = opt_str(custom, "description", cpath)
+        extras = rest(custom, _CUSTOM_KEYS)
+        outer = rest(tool, _CUSTOM_TOOL_KEYS)
+        if outer:
+            extras["$tool"] = outer
+        form = {"null": ["description"]} if "description" in custom and description is None else {}
+        return Tool(name=name, description=description, kind="custom", extras={NAME: extras} if extras else {},
+                    form={NAME: form} if form else {})
+    if kind is UNSET:
+        raise missing(path, "type")
+    if type(kind) is not str:
+        raise wrong(f"{path}.type", "'type'", "a string", kind)
+    # A server-side tool of some OpenAI-compatible API: kept whole, emitted verbatim.
+    name = tool.get("name") if type(tool.get("name")) is str else kind
+    return Tool(name=name, kind="hosted", extras={NAME: {"tool": dict(tool)}})
+
+
+def _parse_function(fn: dict, path: str, extras: dict, form: dict) -> Tool:
+    name = req_str(fn, "name", path)
+    description = opt_str(fn, "description", path)
+    parameters = fn.get("parameters", UNSET)
+    if parameters is not UNSET and parameters is not None and type(parameters) is not dict:
+        raise wrong(f"{path}.parameters", "'parameters'", "an object", parameters)
+    nulls = [k for k in ("description", "parameters") if k in fn and fn[k] is None]
+    if nulls:
+        form["null"] = nulls
+    if parameters is None:
+        parameters = UNSET
+    extras.update(rest(fn, _FUNCTION_KEYS))
+    return Tool(name=name, description=description, parameters=parameters, kind="function",
+                extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
+
+
+def write_tool(tool: Tool, path: str, ledger: Ledger) -> tuple[dict | None, bool]:
+    """(definition, is_legacy) for one tool; None after a ledger entry when Chat cannot carry it."""
+    own = tool.extras.get(NAME) or {}
+    form = tool.form.get(NAME) or {}
+    if tool.kind == "hosted":
+        if "tool" in own:
+            return dict(own["tool"]), False
+        ledger.add("dropped", path, f"hosted tool '{tool.name}' has no equivalent in Chat Completions")
+        return None, False
+    nulls = form.get("null", ())
+    if tool.kind == "custom":
+        custom: dict[str, Any] = {"name": tool.name}
+        if tool.description is not None or "description" in nulls:
+            custom["description"] = tool.description
+        custom.update((k, v) for k, v in own.items() if k != "$tool")
+        out = {"type": "custom", "custom": custom}
+        out.update(own.get("$tool") or {})
+        return out, False
+    fn: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None or "description" in nulls:
+        fn["description"] = tool.description
+    if tool.parameters is not UNSET:
+        fn["parameters"] = tool.parameters
+    elif "parameters" in nulls:
+        fn["parameters"] = None
+    fn.update((k, v) for k, v in own.items() if k != "$tool")
+    if form.get("legacy"):
+        return fn, True
+    out = {"function": fn} if form.get("no_type") else {"type": "function", "function": fn}
+    out.update(own.get("$tool") or {})
+    return out, False
+
+
+# --- request parameters of other formats ---------------------------------------------------------
+
+def _tool_choice_from_anthropic(value: Any) -> Any:
+    if type(value) is not dict:
+        return UNSET
+    kind = value.get("type")
+    if kind == "tool" and type(value.get("name")) is str:
+        return {"type": "function", "function": {"name": value["name"]}}
+    return {"auto": "auto", "any": "required", "none": "none"}.get(kind, UNSET)
+
+
+def _tool_choice_from_responses(value: Any) -> Any:
+    if value in ("auto", "none", "required"):
+        return value
+    if type(value) is dict and value.get("type") == "function" and type(value.get("name")) is str:
+        return {"type": "function", "function": {"name": value["name"]}}
+    return UNSET
+
+
+def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, and per
+    provider the keys fully carried, which then need no ledger entry)."""
+    out: dict[str, Any] = {}
+    used: dict[str, set[str]] = {}
+
+    def take(provider: str, key: str, target: str, value: Any) -> None:
+        if value is not UNSET and target not in out:
+            out[target] = value
+            used.setdefault(provider, set()).add(key)
+
+    src = extras.get("anthropic") or {}
+    for key, target in (("max_tokens", "max_completion_tokens"), ("temperature", "temperature"),
+                        ("top_p", "top_p"), ("stop_sequences", "stop"), ("stream", "stream")):
+        if key in src:
+            take("anthropic", key, target, src[key])
+    if "model" in src:
+        used.setdefault("anthropic", set()).add("model")
+    if "tool_choice" in src:
+        choice = src["tool_choice"]
+        take("anthropic", "tool_choice", "tool_choice", _tool_choice_from_anthropic(choice))
+        if type(choice) is dict and choice.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+
+    src = extras.get("openai-responses") or {}
+    for key, target in (("max_output_tokens", "max_completion_tokens"), ("temperature", "temperature"),
+                        ("top_p", "top_p"), ("parallel_tool_calls", "parallel_tool_calls"), ("stream", "stream")):
+        if key in src:
+            take("openai-responses", key, target, src[key])
+    if "model" in src:
+        used.setdefault("openai-responses", set()).add("model")
+    if "tool_choice" in src:
+        take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
+
+    src = extras.get("gemini") or {}
+    for gkey in ("generationConfig", "generation_config"):
+        config = src.get(gkey)
+        if type(config) is dict:
+            carried = 0
+            for names, target in ((("maxOutputTokens", "max_output_tokens"), "max_completion_tokens"),
+                                  (("temperature",), "temperature"), (("topP", "top_p"), "top_p"),
+                                  (("stopSequences", "stop_sequences"), "stop")):
+                for name in names:
+                    if name in config and target not in out:
+                        out[target] = config[name]
+                        carried += 1
+            if carried == len(config):
+                used.setdefault("gemini", set()).add(gkey)
+    for gkey in ("toolConfig", "tool_config"):
+        config = src.get(gkey)
+        if type(config) is dict and len(config) == 1:
+            fcc = config.get("functionCallingConfig", config.get("function_calling_config"))
+            choice = _tool_choice_from_gemini(fcc)
+            take("gemini", gkey, "tool_choice", choice)
+    if "model" in src:
+        used.setdefault("gemini", set()).add("model")
+    return out, used
+
+
+def _tool_choice_from_gemini(config: Any) -> Any:
+    if type(config) is not dict:
+        return UNSET
+    mode = config.get("mode")
+    names = config.get("allowedFunctionNames", config.get("allowed_function_names"))
+    if mode == "ANY" and type(names) is list and len(names) == 1 and type(names[0]) is str:
+        return {"type": "function", "function": {"name": names[0]}}
+    if names:
+        return UNSET  # a subset of tools has no plain Chat tool_choice
+    return {"AUTO": "auto", "ANY": "required", "NONE": "none"}.get(mode, UNSET)
