@@ -1,15 +1,733 @@
-"""Placeholder until the codec lands."""
+"""Gemini generateContent (Gemini API and Vertex): request bodies, bare `contents` lists and response
+objects. Parts are handled in `_gemini_parts`; this module does the layout around them: contents and
+roles, systemInstruction, tools, request parameters and the response envelope."""
 
-NAME = "gemini"
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+from msgspec.structs import replace
+
+from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolResult
+from ..errors import ConfigError, ParseError, ShapeError
+from ..ledger import Ledger
+from ._gemini_parts import CAMEL, NAME, PartReader, PartWriter, _bad, k
+from .base import SHAPES, Detection, ledger_foreign_extras
+
+__all__ = ["NAME", "detect", "parse", "serialize"]
+
+_ROLES = {"user": "user", "model": "assistant", "function": "tool", "tool": "tool"}
+_RESPONSE_HINTS = ("responseId", "response_id", "modelVersion", "model_version", "promptFeedback", "prompt_feedback")
+_OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL", "TYPE_UNSPECIFIED"})
+_ABSENT = object()
 
 
-def detect(obj):
+# --- detection -------------------------------------------------------------------------------------
+
+def detect(obj: Any) -> Detection | None:
+    if isinstance(obj, dict):
+        if isinstance(obj.get("contents"), list):
+            return Detection(NAME, "request", True)
+        if isinstance(obj.get("candidates"), list):
+            return Detection(NAME, "response", True)
+        if ("usageMetadata" in obj or "usage_metadata" in obj) and any(key in obj for key in _RESPONSE_HINTS):
+            return Detection(NAME, "response", True)  # a response whose prompt was blocked: no candidates
+        return None
+    if isinstance(obj, list) and obj and all(isinstance(item, dict) for item in obj):
+        # `parts` and role "model" are Gemini's alone; `content` belongs to the other formats.
+        if any(isinstance(item.get("parts"), list) for item in obj) and not any("content" in item for item in obj):
+            return Detection(NAME, "messages", True)
     return None
 
 
-def parse(obj, shape=None, strict=False):
-    raise NotImplementedError
+# --- parsing ---------------------------------------------------------------------------------------
+
+def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversation:
+    if shape is None:
+        found = detect(obj)
+        if found is None:
+            raise ShapeError("not a Gemini request, contents list or response")
+        shape = found.shape
+    reader = PartReader(strict)
+    match shape:
+        case "request":
+            conv = _parse_request(obj, reader)
+        case "messages":
+            if not isinstance(obj, list):
+                raise _bad(obj, "a contents list must be an array", "$")
+            conv = Conversation(messages=_contents(obj, "$", reader))
+        case "response":
+            conv = _parse_response(obj, reader)
+        case _:
+            raise ConfigError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
+    notes = reader.notes
+    if reader.by_order:
+        notes = [f"{reader.by_order} tool result(s) paired with their call by name and order (no ids)", *notes]
+    meta = replace(conv.meta, provider=NAME, shape=shape, notes=tuple(notes)) if notes else \
+        replace(conv.meta, provider=NAME, shape=shape)
+    return replace(conv, meta=meta)
 
 
-def serialize(conv, shape="request", ledger=None):
-    raise NotImplementedError
+def _parse_request(obj: Any, reader: PartReader) -> Conversation:
+    if not isinstance(obj, dict):
+        raise _bad(obj, "a request body must be an object", "$")
+    contents = system = tools = _ABSENT
+    extras: dict[str, Any] = {}
+    form: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = CAMEL.get(key, key)
+        if name == "contents":
+            contents = value
+        elif name == "systemInstruction":
+            system = value
+            if key != name:
+                form["system_key"] = key
+        elif name == "tools":
+            tools = value
+        else:
+            extras[key] = value
+    if contents is _ABSENT:
+        raise ParseError("missing required field 'contents'", path="$")
+    if not isinstance(contents, list):
+        raise _bad(contents, "'contents' must be an array", "$.contents")
+    messages = _contents(contents, "$.contents", reader)
+    system_blocks: tuple = ()
+    if system is not _ABSENT:
+        key = form.get("system_key", "systemInstruction")
+        system_blocks, layout = _parse_system(system, f"$.{key}", reader.strict)
+        if layout is None:
+            extras[key] = system  # not representable as instructions: kept whole
+        else:
+            form["system"] = layout
+    tool_defs: tuple = ()
+    if tools is not _ABSENT:
+        tool_defs, form["tools"] = _parse_tools(tools)
+    model = extras.get("model")
+    return Conversation(messages=messages, system=system_blocks, tools=tool_defs,
+                        meta=Meta(model=model if isinstance(model, str) else None),
+                        extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
+
+
+def _contents(items: list, base: str, reader: PartReader) -> tuple[Message, ...]:
+    return tuple(_content(item, f"{base}[{i}]", reader) for i, item in enumerate(items))
+
+
+def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -> Message:
+    if not isinstance(obj, dict):
+        raise _bad(obj, "a content must be an object", path)
+    role: Any = _ABSENT
+    parts: Any = _ABSENT
+    extras = None
+    for key, value in obj.items():
+        if key == "role":
+            role = value
+        elif key == "parts":
+            parts = value
+        else:
+            extras = extras or {}
+            extras[key] = value
+    form: dict[str, Any] = {}
+    if role is _ABSENT:
+        canonical = "assistant" if candidate else "user"
+        form["no_role"] = True
+    else:
+        if not isinstance(role, str):
+            raise _bad(role, "'role' must be a string", f"{path}.role")
+        canonical = "assistant" if candidate else _ROLES.get(role)
+        if canonical is None:
+            raise ParseError(f"role must be 'user' or 'model', got '{role}'", path=f"{path}.role")
+        if canonical == "tool" or (candidate and role != "model"):
+            form["role"] = role
+    if parts is _ABSENT:
+        if not candidate:
+            raise ParseError("missing required field 'parts'", path=path)
+        form["no_parts"] = True
+        blocks: tuple = ()
+    elif not isinstance(parts, list):
+        raise _bad(parts, "'parts' must be an array", f"{path}.parts")
+    else:
+        part = reader.part
+        blocks = tuple(part(p, f"{path}.parts[{i}]") for i, p in enumerate(parts))
+    return Message(role=canonical, blocks=blocks, extras={NAME: extras} if extras else {},
+                   form={NAME: form} if form else {})
+
+
+def _parse_system(value: Any, path: str, strict: bool) -> tuple[tuple, dict | None]:
+    """Instructions as Text/Media blocks and their layout; (), None when they hold anything else
+    (the caller then keeps them whole in extras)."""
+    if isinstance(value, str):
+        return (Text(value),), {"string": True}
+    if not isinstance(value, dict):
+        raise _bad(value, "'systemInstruction' must be an object or a string", path)
+    layout: dict[str, Any] = {}
+    parts: Any = _ABSENT
+    for key, item in value.items():
+        if key == "parts":
+            parts = item
+        elif key == "role":
+            layout["role"] = item
+        else:
+            return (), None
+    if parts is _ABSENT:
+        layout["no_parts"] = True
+        return (), layout
+    if not isinstance(parts, list):
+        raise _bad(parts, "'parts' must be an array", f"{path}.parts")
+    reader = PartReader(strict)  # its own: nothing in instructions pairs with the conversation's calls
+    blocks = tuple(reader.part(p, f"{path}.parts[{i}]") for i, p in enumerate(parts))
+    if not all(isinstance(b, (Text, Media)) for b in blocks):
+        if strict:
+            raise ParseError("systemInstruction holds a part that is neither text nor media", path=path,
+                             code="unknown_block")
+        return (), None
+    return blocks, layout
+
+
+def _parse_tools(value: Any) -> tuple[tuple[Tool, ...], list]:
+    """Flat canonical tools, and the layout of Gemini's Tool objects ([[key, count], ...] per object)
+    so the grouping comes back exactly."""
+    if not isinstance(value, list):
+        raise _bad(value, "'tools' must be an array", "$.tools")
+    tools: list[Tool] = []
+    layout: list[list] = []
+    for ti, entry in enumerate(value):
+        path = f"$.tools[{ti}]"
+        if not isinstance(entry, dict):
+            raise _bad(entry, "a tool must be an object", path)
+        groups = []
+        for key, item in entry.items():
+            if CAMEL.get(key, key) == "functionDeclarations":
+                if not isinstance(item, list):
+                    raise _bad(item, f"'{key}' must be an array", f"{path}.{key}")
+                tools.extend(_declaration(d, f"{path}.{key}[{di}]") for di, d in enumerate(item))
+                groups.append([key, len(item)])
+            else:  # googleSearch, codeExecution, urlContext, fileSearch, googleMaps, ...
+                tools.append(Tool(name=key, kind="hosted", extras={NAME: {key: item}}))
+                groups.append([key, 1])
+        layout.append(groups)
+    return tuple(tools), layout
+
+
+def _declaration(d: Any, path: str) -> Tool:
+    if not isinstance(d, dict):
+        raise _bad(d, "a function declaration must be an object", path)
+    name = description = None
+    params: Any = UNSET
+    params_key = None
+    extras: dict[str, Any] = {}
+    form: dict[str, Any] = {}
+    for key, value in d.items():
+        canonical = CAMEL.get(key, key)
+        if key == "name":
+            name = value
+        elif key == "description":
+            if not isinstance(value, str):
+                raise _bad(value, "'description' must be a string", f"{path}.description")
+            description = value
+        elif canonical == "parametersJsonSchema" or (key == "parameters" and params_key is None):
+            if params_key == "parameters":
+                extras["parameters"] = params  # both given: the JSON Schema one is canonical
+            params, params_key = value, key
+        else:
+            extras[key] = value
+    if not isinstance(name, str):
+        if name is None:
+            raise ParseError("missing required field 'name'", path=path)
+        raise _bad(name, "'name' must be a string", f"{path}.name")
+    if params_key is not None:
+        form["params"] = params_key
+        if params_key == "parameters":
+            # Gemini's OpenAPI-style schema spells types in capitals; canonical parameters are JSON Schema.
+            normalized = _json_schema(params)
+            if normalized != params:
+                form["openapi"] = params
+                params = normalized
+    return Tool(name=name, description=description, parameters=params, extras={NAME: extras} if extras else {},
+                form={NAME: form} if form else {})
+
+
+def _json_schema(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {key: (value.lower() if key == "type" and value in _OPENAPI_TYPES else _json_schema(value))
+                for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_json_schema(item) for item in schema]
+    return schema
+
+
+def _parse_response(obj: Any, reader: PartReader) -> Conversation:
+    if not isinstance(obj, dict):
+        raise _bad(obj, "a response must be an object", "$")
+    extras: dict[str, Any] = {}
+    form: dict[str, Any] = {}
+    snake: list[str] = []
+    candidates: Any = _ABSENT
+    meta: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = CAMEL.get(key, key)
+        if name != key:
+            snake.append(name)
+        match name:
+            case "candidates":
+                candidates = value
+            case "usageMetadata":
+                meta["usage"] = value
+            case "modelVersion" | "responseId" | "createTime" if isinstance(value, str):
+                meta[{"modelVersion": "model", "responseId": "response_id", "createTime": "created"}[name]] = value
+            case _:
+                extras[key] = value
+    if snake:
+        form["snake"] = snake
+    messages: tuple = ()
+    if candidates is _ABSENT:
+        form["no_candidates"] = True
+    elif not isinstance(candidates, list):
+        raise _bad(candidates, "'candidates' must be an array", "$.candidates")
+    elif candidates:
+        message, stop = _candidate(candidates[0], "$.candidates[0]", reader)
+        messages = (message,)
+        if stop is not None:
+            meta["stop_reason"] = stop
+        if len(candidates) > 1:
+            extras["candidates"] = candidates[1:]  # only the first becomes the assistant turn
+    return Conversation(messages=messages, meta=Meta(**meta), extras={NAME: extras} if extras else {},
+                        form={NAME: form} if form else {})
+
+
+def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | None]:
+    if not isinstance(obj, dict):
+        raise _bad(obj, "a candidate must be an object", path)
+    content: Any = _ABSENT
+    stop = None
+    extras: dict[str, Any] = {}
+    snake = []
+    for key, value in obj.items():
+        name = CAMEL.get(key, key)
+        if name == "content":
+            content = value
+        elif name == "finishReason" and isinstance(value, str):
+            stop = value
+            if name != key:
+                snake.append(name)
+        else:
+            extras[key] = value
+    if content is _ABSENT:
+        # e.g. MALFORMED_FUNCTION_CALL: the model produced nothing usable; an empty assistant turn.
+        message = Message(role="assistant", form={NAME: {"no_content": True}})
+    else:
+        message = _content(content, f"{path}.content", reader, candidate=True)
+    if extras or snake:
+        form = dict(message.form.get(NAME) or {})
+        if snake:
+            form["snake"] = snake
+        message = replace(message, extras={NAME: {**(message.extras.get(NAME) or {}), **extras}} if extras else
+                          message.extras, form={NAME: form})
+    return message, stop
+
+
+# --- serializing -----------------------------------------------------------------------------------
+
+def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None = None) -> Any:
+    if ledger is None:
+        ledger = Ledger(NAME)
+    # Other providers' request parameters are mapped (or ledgered) by _foreign_params; the walk reports
+    # every other foreign field and Opaque block.
+    ledger_foreign_extras(replace(conv, extras={}) if conv.extras else conv, NAME, ledger)
+    own = conv.meta.provider == NAME
+    match shape:
+        case "request":
+            return _write_request(conv, own, ledger)
+        case "messages":
+            _drop_context(conv, ledger, "a contents list")
+            _drop_params(conv, own, ledger, "a contents list")
+            return _write_contents(conv, own, ledger)
+        case "response":
+            return _write_response(conv, own, ledger)
+        case _:
+            raise ConfigError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
+
+
+def _write_request(conv: Conversation, own: bool, ledger: Ledger) -> dict:
+    body: dict[str, Any] = {"contents": _write_contents(conv, own, ledger)}
+    form = conv.form.get(NAME) or {}
+    system = _write_system(conv, form.get("system"), ledger)
+    if system is not None:
+        body[form.get("system_key", "systemInstruction")] = system
+    tools = _write_tools(conv.tools, form.get("tools"), ledger)
+    if tools is not None:
+        body["tools"] = tools
+    own_params = conv.extras.get(NAME)
+    if own_params:
+        if own and conv.meta.shape == "response":
+            for key in own_params:
+                ledger.add("dropped", "$", f"response field '{key}' has no place in a request")
+        else:
+            body.update(own_params)
+    _foreign_params(conv, body, ledger)
+    return body
+
+
+def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]:
+    writer = PartWriter(ledger, own)
+    same_shape = own and conv.meta.shape != "response"
+    out: list[dict] = []
+    open_results: dict | None = None  # the last content holds only function responses
+    open_moved: dict | None = None  # the user content holding media moved out of those responses
+    for mi, message in enumerate(conv.messages):
+        mpath = f"$.messages[{mi}]"
+        _message_fields(message, mpath, ledger)
+        parts: list = []
+        moved: list = []
+        for bi, block in enumerate(message.blocks):
+            writer.block(block, f"{mpath}.blocks[{bi}]", parts, moved)
+        results_only = bool(message.blocks) and all(isinstance(b, ToolResult) for b in message.blocks)
+        if not own and results_only and open_results is not None:
+            # Gemini wants every response to one turn's calls in a single content.
+            open_results["parts"].extend(parts)
+            if moved:
+                if open_moved is None:
+                    open_moved = {"role": "user", "parts": []}
+                    out.append(open_moved)
+                open_moved["parts"].extend(moved)
+            ledger.add("folded", mpath, "merged into the previous content: Gemini takes all responses to a "
+                       "turn's calls in one content")
+            continue
+        if not message.blocks and not same_shape:
+            ledger.add("dropped", mpath, "empty message: Gemini refuses a content without parts")
+            continue
+        if message.blocks and not parts:
+            ledger.add("dropped", mpath, "nothing in this message can be written in Gemini")
+            continue
+        content = _content_out(message, parts, mpath, ledger, same_shape)
+        out.append(content)
+        open_moved = None
+        if moved:
+            open_moved = {"role": "user", "parts": moved}
+            out.append(open_moved)
+        open_results = content if results_only else None
+    return out
+
+
+def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same_shape: bool) -> dict:
+    form = message.form.get(NAME) or {}
+    content: dict[str, Any] = {}
+    match message.role:
+        case "user":
+            role = "user"
+        case "assistant":
+            role = "model"
+        case "tool":
+            role = form.get("role", "user")
+        case "system" | "developer":
+            role = "user"
+            ledger.add("folded", mpath, f"Gemini has no {message.role} role mid-conversation: sent as a user content")
+    if form.get("no_role") and same_shape:
+        pass
+    elif same_shape and "role" in form:
+        content["role"] = form["role"]
+    else:
+        content["role"] = role
+    if not (form.get("no_parts") and same_shape and not parts):
+        content["parts"] = parts
+    extras = message.extras.get(NAME)
+    if extras:
+        if same_shape:
+            content.update(extras)
+        else:
+            for key in extras:
+                ledger.add("dropped", mpath, f"candidate field '{key}' has no place in a request")
+    return content
+
+
+def _message_fields(message: Message, mpath: str, ledger: Ledger) -> None:
+    if message.name is not None:
+        ledger.add("dropped", mpath, "Gemini contents have no participant name")
+    if message.weight is not None:
+        ledger.add("dropped", mpath, "Gemini contents have no training weight")
+
+
+def _write_system(conv: Conversation, layout: dict | None, ledger: Ledger) -> Any:
+    blocks = conv.system
+    if conv.developer:
+        for bi in range(len(conv.developer)):
+            ledger.add("folded", f"$.developer[{bi}]", "developer instructions merged into systemInstruction")
+        blocks = (*blocks, *conv.developer)
+    if not blocks and layout is None:
+        return None
+    layout = layout or {}
+    if layout.get("string") and len(blocks) == 1 and isinstance(blocks[0], Text) and not blocks[0].extras \
+            and not blocks[0].form and blocks[0].signature is None:
+        return blocks[0].text
+    writer = PartWriter(ledger, True)
+    parts: list = []
+    for bi, block in enumerate(blocks):
+        where = f"$.system[{bi}]" if bi < len(conv.system) else f"$.developer[{bi - len(conv.system)}]"
+        writer.block(block, where, parts, parts)
+    system: dict[str, Any] = {}
+    if "role" in layout:
+        system["role"] = layout["role"]
+    if parts or not layout.get("no_parts"):
+        system["parts"] = parts
+    return system
+
+
+def _write_tools(tools: tuple[Tool, ...], layout: list | None, ledger: Ledger) -> list | None:
+    if not tools and layout is None:
+        return None
+    if layout is not None and _layout_fits(layout, tools):
+        out = []
+        it = iter(tools)
+        for groups in layout:
+            entry: dict[str, Any] = {}
+            for key, count in groups:
+                if CAMEL.get(key, key) == "functionDeclarations":
+                    entry[key] = [_declaration_out(next(it), ledger, "") for _ in range(count)]
+                else:
+                    entry.update(next(it).extras[NAME])
+            out.append(entry)
+        return out
+    declarations = []
+    hosted = []
+    for ti, tool in enumerate(tools):
+        path = f"$.tools[{ti}]"
+        if tool.kind == "hosted":
+            own = tool.extras.get(NAME)
+            if own:
+                hosted.append(dict(own))
+            else:
+                ledger.add("dropped", path, f"hosted tool '{tool.name}' has no Gemini equivalent")
+        else:
+            declarations.append(_declaration_out(tool, ledger, path))
+    out = [{"functionDeclarations": declarations}] if declarations else []
+    out.extend(hosted)
+    return out
+
+
+def _layout_fits(layout: Any, tools: tuple[Tool, ...]) -> bool:
+    """The recorded grouping still describes these tools (nobody added, removed or reordered any)."""
+    i = 0
+    try:
+        for groups in layout:
+            for key, count in groups:
+                if CAMEL.get(key, key) == "functionDeclarations":
+                    if any(t.kind == "hosted" for t in tools[i:i + count]) or i + count > len(tools):
+                        return False
+                    i += count
+                else:
+                    if i >= len(tools) or tools[i].kind != "hosted" or key not in (tools[i].extras.get(NAME) or {}):
+                        return False
+                    i += 1
+    except (TypeError, ValueError):
+        return False
+    return i == len(tools)
+
+
+def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
+    form = tool.form.get(NAME) or {}
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        out["description"] = tool.description
+    params = tool.parameters
+    if tool.kind == "custom":
+        ledger.add("folded", path, f"custom tool '{tool.name}' declared as a function taking its text as 'input'")
+        params = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+    if params is not UNSET:
+        original = form.get("openapi")
+        if original is not None and _json_schema(original) == params:
+            params = original
+        out[form.get("params", "parametersJsonSchema")] = params
+    extras = tool.extras.get(NAME)
+    if extras:
+        out.update(extras)
+    return out
+
+
+def _drop_context(conv: Conversation, ledger: Ledger, what: str) -> None:
+    if conv.system:
+        ledger.add("dropped", "$.system", f"{what} has no system instructions")
+    if conv.developer:
+        ledger.add("dropped", "$.developer", f"{what} has no developer instructions")
+    if conv.tools:
+        ledger.add("dropped", "$.tools", f"{what} has no tool definitions")
+
+
+def _drop_params(conv: Conversation, own: bool, ledger: Ledger, what: str) -> None:
+    for provider, values in conv.extras.items():
+        for key in values:
+            if provider == NAME:
+                ledger.add("dropped", "$", f"{what} has no place for '{key}'")
+            else:
+                ledger.add("dropped", "$", f"{provider} field '{key}' has no equivalent in {NAME}")
+
+
+# --- other providers' request parameters -------------------------------------------------------------
+
+_GENERATION = {
+    "max_tokens": "maxOutputTokens", "max_completion_tokens": "maxOutputTokens", "max_output_tokens": "maxOutputTokens",
+    "temperature": "temperature", "top_p": "topP", "top_k": "topK", "stop_sequences": "stopSequences",
+    "stop": "stopSequences", "seed": "seed", "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+}
+
+
+def _foreign_params(conv: Conversation, body: dict, ledger: Ledger) -> None:
+    """Map other providers' parameters with a clear Gemini equivalent into generationConfig/toolConfig;
+    ledger the rest. Gemini's own parameters (if any) win."""
+    generation: dict[str, Any] = {}
+    calling: dict[str, Any] | None = None
+    for provider, values in conv.extras.items():
+        if provider == NAME:
+            continue
+        for key, value in values.items():
+            target = _GENERATION.get(key)
+            if key == "top_k" and provider != "anthropic":
+                target = None
+            if target == "stopSequences" and isinstance(value, str):
+                value = [value]
+            if target is not None and _scalar_ok(target, value):
+                generation.setdefault(target, value)
+                continue
+            if key == "tool_choice":
+                mapped, rest = _tool_choice(value)
+                if mapped is not None:
+                    calling = calling or mapped
+                    for extra in rest:
+                        ledger.add("dropped", "$", f"{provider} field 'tool_choice.{extra}' has no equivalent in {NAME}")
+                    continue
+            ledger.add("dropped", "$", f"{provider} field '{key}' has no equivalent in {NAME}")
+    if generation:
+        key = "generationConfig" if "generation_config" not in body else "generation_config"
+        existing = body.get(key)
+        body[key] = {**generation, **existing} if isinstance(existing, dict) else generation
+    if calling is not None:
+        key = "toolConfig" if "tool_config" not in body else "tool_config"
+        existing = body.get(key)
+        if not isinstance(existing, dict):
+            body[key] = {"functionCallingConfig": calling}
+        elif not ("functionCallingConfig" in existing or "function_calling_config" in existing):
+            body[key] = {**existing, "functionCallingConfig": calling}
+
+
+def _scalar_ok(target: str, value: Any) -> bool:
+    if target == "stopSequences":
+        return isinstance(value, list) and all(isinstance(s, str) for s in value)
+    if target in ("maxOutputTokens", "topK", "seed"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _tool_choice(value: Any) -> tuple[dict | None, list[str]]:
+    """functionCallingConfig for an Anthropic / OpenAI tool_choice, and the keys it could not carry."""
+    if isinstance(value, str):
+        mode = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}.get(value)
+        return ({"mode": mode} if mode else None), []
+    if not isinstance(value, dict):
+        return None, []
+    kind = value.get("type")
+    rest = [key for key in value if key not in ("type", "name", "function")]
+    if kind in ("auto", "none", "any"):
+        return {"mode": {"auto": "AUTO", "none": "NONE", "any": "ANY"}[kind]}, rest
+    if kind in ("tool", "function"):
+        function = value.get("function")
+        name = function.get("name") if isinstance(function, dict) else value.get("name")
+        if isinstance(name, str):
+            return {"mode": "ANY", "allowedFunctionNames": [name]}, rest
+    return None, []
+
+
+# --- response objects ------------------------------------------------------------------------------
+
+_FOREIGN_STOP = {"end_turn": "STOP", "tool_use": "STOP", "stop_sequence": "STOP", "max_tokens": "MAX_TOKENS",
+                 "stop": "STOP", "tool_calls": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY",
+                 "completed": "STOP"}
+_FOREIGN_USAGE = {"input_tokens": "promptTokenCount", "prompt_tokens": "promptTokenCount",
+                  "output_tokens": "candidatesTokenCount", "completion_tokens": "candidatesTokenCount",
+                  "total_tokens": "totalTokenCount"}
+
+
+def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
+    last = max((i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=None)
+    for i in range(len(conv.messages)):
+        if i != last:
+            ledger.add("dropped", f"$.messages[{i}]", "a response object holds only the last assistant turn")
+    _drop_context(conv, ledger, "a response object")
+    same_shape = own and conv.meta.shape == "response"
+    if not same_shape:
+        _drop_params(conv, own, ledger, "a response object")
+    form = (conv.form.get(NAME) or {}) if same_shape else {}
+    snake = form.get("snake")
+    meta = conv.meta
+    body: dict[str, Any] = {}
+    if last is not None:
+        message = conv.messages[last]
+        mpath = f"$.messages[{last}]"
+        _message_fields(message, mpath, ledger)
+        writer = PartWriter(ledger, own)
+        parts: list = []
+        moved: list = []
+        for bi, block in enumerate(message.blocks):
+            writer.block(block, f"{mpath}.blocks[{bi}]", parts, moved)
+        for mv in moved:
+            ledger.add("dropped", mpath, "media of a tool result has no place in a response")
+        mform = (message.form.get(NAME) or {}) if same_shape else {}
+        candidate: dict[str, Any] = {}
+        if not mform.get("no_content"):
+            content: dict[str, Any] = {}
+            if not mform.get("no_role"):
+                content["role"] = mform.get("role", "model")
+            if parts or not mform.get("no_parts"):
+                content["parts"] = parts
+            candidate["content"] = content
+        stop = meta.stop_reason
+        if stop is not None and not own:
+            stop = _FOREIGN_STOP.get(stop)
+            if stop is None:
+                ledger.add("dropped", "$.meta.stop_reason", f"stop reason '{meta.stop_reason}' has no Gemini equivalent")
+        if stop is not None:
+            candidate[k("finishReason", mform.get("snake"))] = stop
+        extras = message.extras.get(NAME)
+        if extras:
+            if same_shape:
+                candidate.update(extras)
+            else:
+                for key in extras:
+                    ledger.add("dropped", mpath, f"content field '{key}' has no place in a response")
+        body[k("candidates", snake)] = [candidate]
+    elif not form.get("no_candidates"):
+        body["candidates"] = []
+    if meta.usage is not UNSET:
+        usage = meta.usage if own else _foreign_usage(meta.usage, ledger)
+        if usage is not None:
+            body[k("usageMetadata", snake)] = usage
+    if meta.model is not None:
+        body[k("modelVersion", snake)] = meta.model
+    if meta.response_id is not None:
+        body[k("responseId", snake)] = meta.response_id
+    if meta.created is not None:
+        if own:
+            body[k("createTime", snake)] = meta.created
+        else:
+            ledger.add("dropped", "$.meta.created", "creation time is not in Gemini's timestamp format")
+    extras = conv.extras.get(NAME)
+    if extras and same_shape:
+        for key, value in extras.items():
+            if key == "candidates" and isinstance(value, list) and "candidates" in body:
+                body["candidates"] = [*body["candidates"], *value]
+            else:
+                body[key] = value
+    return body
+
+
+def _foreign_usage(usage: Any, ledger: Ledger) -> dict | None:
+    if not isinstance(usage, dict):
+        ledger.add("dropped", "$.meta.usage", "usage is not an object")
+        return None
+    out = {}
+    for key, value in usage.items():
+        target = _FOREIGN_USAGE.get(key)
+        if target is not None and isinstance(value, int):
+            out[target] = value
+        else:
+            ledger.add("dropped", "$.meta.usage", f"usage field '{key}' has no Gemini equivalent")
+    return out or None
