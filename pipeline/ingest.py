@@ -72,18 +72,24 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
     return replace(conv, **changes)
 
 
-def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
-                strict: bool = False, keep_original: bool = False,
-                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
-    options = {"fmt": fmt, "shape": shape, "strict": strict, "keep_original": keep_original}
+def iter_raw(paths: Iterable[str | Path], *,
+             max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[RawRecord]:
+    """Every record of every file, undecoded ones included. An HTTP recording's exchanges are records
+    of their own, each with its own source."""
     for path in paths:
         for raw in read_records(path, max_record_bytes=max_record_bytes):
             if raw.error is None and is_recording(raw.value):
-                # An HTTP recording holds many exchanges: each is a record of its own.
                 for i, interaction in enumerate(raw.value["interactions"]):
-                    yield _parse_raw(RawRecord(f"{raw.source}#interactions[{i}]", interaction), **options)
+                    yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
             else:
-                yield _parse_raw(raw, **options)
+                yield raw
+
+
+def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
+                strict: bool = False, keep_original: bool = False,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
+    for raw in iter_raw(paths, max_record_bytes=max_record_bytes):
+        yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
 
 
 def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:

@@ -1,0 +1,185 @@
+"""The stages a record passes through: parse, validate, shape, render (then dedup and write, in the
+parent). Each stage is a small function over one `Item`; it either lets the item pass or ends its
+journey with a rejection (code + where) or a filter (reason). `run_stages` counts all of it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import msgspec
+import orjson
+
+from .config import JobConfig
+from .conversation import Conversation, ToolCall, iter_blocks, to_builtins
+from .errors import SftprepError
+from .ingest import parse_record
+from .readers import RawRecord
+from .stats import Stats
+from .validate import Issue, ValidateConfig, validate
+
+
+class Outcome(NamedTuple):
+    kind: str  # "rejected" | "filtered"
+    stage: str
+    code: str  # rejection code, or filter reason
+    message: str
+    path: str = "$"
+
+
+@dataclass(slots=True)
+class Item:
+    source: str
+    record: Any
+    conversation: Conversation | None = None
+    issues: list[Issue] = field(default_factory=list)
+    rendered: Any = None  # the render result (ids, mask, spans, ledger)
+    export: Any = None  # the [convert] body
+    ledger: list = field(default_factory=list)
+    trimmed: bool = False
+    digest: str = ""
+    outcome: Outcome | None = None
+    error: SftprepError | None = None  # a read error carried from the reader
+
+
+class Context:
+    """What the stages need, built once per worker: config, validation settings, renderer."""
+
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.validate_config = ValidateConfig(dict(config.validate.severity))
+        self.fmt = None if config.input.format == "auto" else config.input.format
+        self.shape = None if config.input.shape == "auto" else config.input.shape
+        self._renderer = None
+
+    @property
+    def renderer(self):
+        if self._renderer is None:
+            from .render_stage import Renderer
+
+            self._renderer = Renderer(self.config.render)
+        return self._renderer
+
+
+def reject(item: Item, stage: str, code: str, message: str, path: str = "$") -> Item:
+    item.outcome = Outcome("rejected", stage, code, message, path)
+    return item
+
+
+def drop(item: Item, stage: str, reason: str, message: str) -> Item:
+    item.outcome = Outcome("filtered", stage, reason, message)
+    return item
+
+
+# --- stages ----------------------------------------------------------------------------------------
+
+def parse_stage(item: Item, ctx: Context) -> Item:
+    if item.error is not None:
+        return reject(item, "parse", item.error.code, item.error.message, item.error.path)
+    try:
+        item.conversation = parse_record(item.record, item.source, fmt=ctx.fmt, shape=ctx.shape,
+                                         strict=ctx.config.run.strict,
+                                         keep_original=ctx.config.output.keep_original)
+    except SftprepError as exc:
+        return reject(item, "parse", exc.code, exc.message, exc.path)
+    return item
+
+
+def validate_stage(item: Item, ctx: Context) -> Item:
+    item.issues = validate(item.conversation, ctx.validate_config)
+    rejecting = set(ctx.config.validate.reject)
+    for issue in item.issues:
+        if issue.severity in rejecting:
+            return reject(item, "validate", issue.code, issue.message, issue.path)
+    return item
+
+
+def shape_stage(item: Item, ctx: Context) -> Item:
+    shape = ctx.config.shape
+    codes = {i.code for i in item.issues}
+    for code in shape.drop_codes:
+        if code in codes:
+            return drop(item, "shape", f"issue:{code}", f"has issue {code}")
+    conv = item.conversation
+    if not any(m.role == "assistant" for m in conv.messages):
+        return drop(item, "shape", "no_assistant_turn", "nothing to train on: no assistant turn")
+    if shape.require_tool_calls and not any(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)):
+        return drop(item, "shape", "no_tool_calls", "no tool calls (shape.require_tool_calls)")
+    item.digest = content_digest(conv)
+    return item
+
+
+def render_stage(item: Item, ctx: Context) -> Item:
+    try:
+        return ctx.renderer.render_item(item, ctx.config.shape)
+    except SftprepError as exc:
+        return reject(item, "render", exc.code, exc.message, exc.path)
+
+
+def export_stage(item: Item, ctx: Context) -> Item:
+    target = ctx.config.convert.to
+    if not target:
+        return item
+    from . import formats
+
+    try:
+        item.export, entries = formats.serialize(item.conversation, target, strict=ctx.config.run.strict)
+    except SftprepError as exc:
+        return reject(item, "render", exc.code, exc.message, exc.path)
+    item.ledger.extend(entries)
+    return item
+
+
+WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
+    ("parse", (parse_stage,)),
+    ("validate", (validate_stage,)),
+    ("shape", (shape_stage,)),
+    ("render", (render_stage, export_stage)),
+)
+
+
+def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
+    """Worker side: every record through parse..render. Counts each stage's in/passed/rejected/filtered."""
+    stats = Stats()
+    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error) for raw in raws]
+    for item in items:
+        for name, steps in WORKER_STAGES:
+            counts = stats.stages[name]
+            counts.seen += 1
+            for step in steps:
+                step(item, ctx)
+                if item.outcome is not None:
+                    break
+            if item.outcome is not None:
+                (counts.rejected if item.outcome.kind == "rejected" else counts.filtered)[item.outcome.code] += 1
+                break
+            counts.passed += 1
+        else:
+            _tally(stats, item)
+    return items, stats
+
+
+def _tally(stats: Stats, item: Item) -> None:
+    for issue in item.issues:
+        stats.tally("issues", issue.code)
+    for entry in item.ledger:
+        stats.tally("ledger", entry.kind)
+    conv = item.conversation
+    stats.tally("source_format", conv.meta.provider or "unknown")
+    stats.tally("shape", conv.meta.shape or "unknown")
+
+
+def _undecoded(raw: RawRecord) -> Any:
+    return raw.raw.decode("utf-8", "replace") if raw.raw is not None else None
+
+
+def content_digest(conv: Conversation) -> str:
+    """Exact-duplicate key: the canonical content, without where it came from."""
+    core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET)
+    return hashlib.blake2b(msgspec.json.encode(core, order="deterministic"), digest_size=16).hexdigest()
+
+
+def conversation_json(conv: Conversation) -> str:
+    return orjson.dumps(to_builtins(msgspec.structs.replace(conv, original=msgspec.UNSET))).decode()
+
