@@ -132,7 +132,7 @@ class _Message:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise invalid(event, f"the input of {self.blocks[index].get('type')} block {index} is not valid JSON "
-                                 f"once its fragments are joined: {exc.msg} at column {exc.colno}") from None
+                                 f"once its fragments are joined: {exc.msg} (column {exc.colno})") from None
         if not isinstance(value, dict):
             raise invalid(event, f"the input of block {index} is a JSON {type(value).__name__}, not an object")
         self.blocks[index]["input"] = value

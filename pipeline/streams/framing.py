@@ -94,7 +94,7 @@ def _parse(payload: str, index: int, line: int, last: bool) -> Any:
         # The last event broken means the log was cut mid-event; anywhere else the log is corrupt.
         code = "truncated_stream" if last else "invalid_stream"
         what = "cut off inside its JSON" if last else "not valid JSON"
-        raise InputError(f"event on line {line} is {what}: {exc.msg} at column {exc.colno}",
+        raise InputError(f"event on line {line} is {what}: {exc.msg} (column {exc.colno})",
                          path=f"$.events[{index}]", code=code) from None
 
 
