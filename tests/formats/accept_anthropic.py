@@ -179,26 +179,45 @@ def _check_union(value: Any, arms: tuple, path: str, errors: list[str]) -> None:
                 errors.append(f"{path}: unknown type {vtype!r}; expected one of {known}")
                 return
             candidates = tuple(matched) + tuple(others)
+    # Report the errors of the closest arm: one whose outer shape (object, array, scalar) fits.
+    fitting = [a for a in candidates if _shape_fits(value, a)]
+    if not fitting:
+        errors.append(f"{path}: {_describe(value)} is not allowed here")
+        return
     best: list[str] | None = None
-    for arm in candidates:
+    for arm in fitting:
         found: list[str] = []
         _check(value, arm, path, found)
         if not found:
             return
         if best is None or len(found) < len(best):
             best = found
-    if best is None:
-        errors.append(f"{path}: {_describe(value)} matches none of the allowed types")
-    elif len(candidates) > 1 and all(e.endswith(f"got {_describe(value)}") for e in best):
-        errors.append(f"{path}: {_describe(value)} is not allowed here")
-    else:
-        errors.extend(best)
+    errors.extend(best or ())
+
+
+def _shape_fits(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any or tp is object or origin in (Union, types.UnionType):
+        return True
+    if origin is Literal:
+        return any(type(value) is type(v) for v in typing.get_args(tp))
+    if typing_extensions.is_typeddict(tp) or origin in _MAPS or tp in (dict, typing.Dict):
+        return isinstance(value, dict)
+    if origin in _LISTS or (origin is not None and getattr(origin, "__name__", "") == "SequenceNotStr"):
+        return isinstance(value, list)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(tp, type) and isinstance(value, tp)
 
 
 # --- rules the types cannot express ---------------------------------------------------------------
 
 def _blocks(message: dict) -> list:
     content = message.get("content")
+    if isinstance(content, str):  # shorthand for one text block
+        return [{"type": "text", "text": content}] if content else []
     return content if isinstance(content, list) else []
 
 
