@@ -1,0 +1,876 @@
+"""OpenAI Responses input/output items <-> canonical messages (the item-level half of the codec).
+
+The wire format is a flat list of items. Parsing groups them: consecutive assistant-side items
+(reasoning, assistant messages, calls, hosted tool items) form one assistant message, consecutive
+outputs form one "tool" message, and every user/system/developer message item is its own message.
+
+Layout needed to split a group back into the very same items lives in `form["openai-responses"]`:
+- on a Text/Media block that starts a message item: `item` = that item's layout ({"t": type key was
+  present, "s": content was a string, "kv": {id, status as written}});
+- on single-item blocks (calls, results, reasoning): `kv` = item keys kept only for layout (id, status);
+- on the message: `empty` (message items with `content: []`, by block offset), `parts` (indexes of
+  Opaque blocks that are unknown content parts, not items) and `item_at` (layout of an item whose first
+  part is such an Opaque).
+Semantic data without a canonical field (phase, annotations, caller, namespace, unknown keys) lives in
+`extras["openai-responses"]`; a message item's own keys go on its first block as `message.<key>`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, assert_never
+
+import orjson
+from msgspec import UNSET, structs
+
+from ..conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ..errors import ParseError
+from ..ids import CallIds
+from ..ledger import Ledger
+from .base import CallIndex, expect, outgoing_id, require
+
+NAME = "openai-responses"
+MAX_CALL_ID = 64  # the API rejects longer call_id values (string_above_max_length)
+
+MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
+_MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
+
+# Which side of the conversation an item type belongs to (decides grouping).
+ASSISTANT_TYPES = frozenset({
+    "reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call",
+    "computer_call", "code_interpreter_call", "image_generation_call", "local_shell_call", "shell_call",
+    "apply_patch_call", "mcp_call", "mcp_list_tools", "mcp_approval_request", "tool_search_call",
+    "compaction", "program", "item_reference",
+})
+TOOL_TYPES = frozenset({
+    "function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output",
+    "shell_call_output", "apply_patch_call_output", "tool_search_output", "program_output",
+})
+USER_TYPES = frozenset({"mcp_approval_response", "compaction_trigger"})
+DEVELOPER_TYPES = frozenset({"additional_tools", "configuration_update"})
+KNOWN_ITEM_TYPES = ASSISTANT_TYPES | TOOL_TYPES | USER_TYPES | DEVELOPER_TYPES | {"message"}
+# Part types no other provider uses: their presence makes a bare list certainly ours.
+OWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file"})
+
+_CALL_HINT = frozenset({"mcp_call", "program"})
+_AUDIO_MEDIA_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+_AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "audio/x-wav": "wav"}
+ERROR_PREFIX = "Error: "
+
+
+def _slot(values: dict) -> dict:
+    return {NAME: values} if values else {}
+
+
+def _role_hint(item_type: str) -> str:
+    if item_type.endswith("_call") or item_type in _CALL_HINT:
+        return "call"
+    if item_type.endswith("_output"):
+        return "result"
+    return "other"
+
+
+def item_side(item: dict, item_type: str) -> str:
+    """The canonical role an item's group takes: assistant, tool, user or developer/system."""
+    if item_type in ASSISTANT_TYPES:
+        return "assistant"
+    if item_type in TOOL_TYPES:
+        return "tool"
+    if item_type in USER_TYPES:
+        return "user"
+    role = item.get("role")
+    if item_type in DEVELOPER_TYPES:
+        return role if role in ("developer", "system") else "developer"
+    # An unknown type: trust its role when it has one, else guess from the name.
+    if isinstance(role, str) and role in MESSAGE_ROLES:
+        return role
+    return "tool" if item_type.endswith("_output") else "assistant"
+
+
+def parse_json_arguments(raw: str) -> tuple[Any, bool]:
+    try:
+        return orjson.loads(raw), True
+    except orjson.JSONDecodeError:
+        pass
+    try:  # orjson refuses integers beyond 64 bits; the stdlib parser does not (but refuses NaN here)
+        return json.loads(raw, parse_constant=_refuse_constant), True
+    except (ValueError, RecursionError):
+        return UNSET, False
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """`data:<media type>;base64,<data>` -> (media type, data); None for anything else."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, data = url[5:].partition(";base64,")
+    if not sep or not head or ";" in head or "," in head:
+        return None
+    return head, data
+
+
+# ================================================================================================
+# parsing
+# ================================================================================================
+
+class _Group:
+    """The canonical message being assembled from consecutive items of one side."""
+
+    __slots__ = ("role", "blocks", "form")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.blocks: list = []
+        self.form: dict = {}
+
+    def message(self) -> Message:
+        return Message(role=self.role, blocks=tuple(self.blocks), form=_slot(self.form))  # type: ignore[arg-type]
+
+    def add_content(self, blocks: list, layout: dict, item_extras: dict, opaque_at: list[int]) -> None:
+        """Append one message item's parts, putting the item's layout on its first block."""
+        offset = len(self.blocks)
+        if opaque_at:
+            self.form.setdefault("parts", []).extend(offset + i for i in opaque_at)
+        if not blocks:
+            if item_extras:
+                layout = {**layout, "x": item_extras}
+            self.form.setdefault("empty", []).append([offset, layout])
+            return
+        first = blocks[0]
+        if isinstance(first, Opaque):
+            if item_extras:
+                layout = {**layout, "x": item_extras}
+            self.form.setdefault("item_at", {})[str(offset)] = layout
+        else:
+            form = dict(first.form.get(NAME) or {})
+            form["item"] = layout
+            changes: dict = {"form": {NAME: form}}
+            if item_extras:
+                changes["extras"] = {NAME: {**(first.extras.get(NAME) or {}), **item_extras}}
+            blocks[0] = structs.replace(first, **changes)
+        self.blocks.extend(blocks)
+
+
+class Reader:
+    """Parses items of one conversation; holds its call ids and call index."""
+
+    __slots__ = ("ids", "calls", "strict")
+
+    def __init__(self, strict: bool) -> None:
+        self.ids = CallIds()
+        self.calls = CallIndex()
+        self.strict = strict
+
+    # --- the item list ------------------------------------------------------------------------
+
+    def items(self, items: list, base: str, lead: bool):
+        """-> (messages, system blocks, developer blocks, lead layout). With `lead`, the system and
+        developer messages before any other item are the conversation's instructions."""
+        messages: list[Message] = []
+        system: list = []
+        developer: list = []
+        lead_form: list = []
+        group: _Group | None = None
+        leading = lead
+        for i, item in enumerate(items):
+            path = f"{base}[{i}]"
+            expect(item, dict, path, "item")
+            item_type = item.get("type")
+            if item_type is None or item_type == "message":
+                if item_type is None and "role" not in item:
+                    if "id" in item:  # an item_reference may leave out its type
+                        block = self.opaque(item, "item_reference")
+                        if group is None or group.role != "assistant":
+                            if group is not None:
+                                messages.append(group.message())
+                            group = _Group("assistant")
+                        group.blocks.append(block)
+                        leading = False
+                        continue
+                    raise ParseError("missing required field 'type'", path=path)
+                role = require(item, "role", str, path)
+                if role not in MESSAGE_ROLES:
+                    raise ParseError(f"unknown role '{role}' (expected one of user, assistant, system, developer)",
+                                     path=f"{path}.role")
+                blocks, layout, item_extras, opaque_at = self.message_content(item, path, role)
+                if leading and role in ("system", "developer"):
+                    one = _Group(role)
+                    one.add_content(blocks, layout, item_extras, opaque_at)
+                    entry = {"role": role, "n": len(one.blocks)}
+                    if one.form:
+                        entry["m"] = one.form  # message-level layout (empty content, opaque parts)
+                    (system if role == "system" else developer).extend(one.blocks)
+                    lead_form.append(entry)
+                    continue
+                leading = False
+                if role == "assistant":
+                    if group is None or group.role != "assistant":
+                        if group is not None:
+                            messages.append(group.message())
+                        group = _Group("assistant")
+                    group.add_content(blocks, layout, item_extras, opaque_at)
+                    continue
+                if group is not None:
+                    messages.append(group.message())
+                    group = None
+                one = _Group(role)
+                one.add_content(blocks, layout, item_extras, opaque_at)
+                messages.append(one.message())
+                continue
+            if not isinstance(item_type, str):
+                raise ParseError(f"'type' must be a string, got {type(item_type).__name__}", path=f"{path}.type")
+            leading = False
+            block = self.item(item, item_type, path)
+            side = item_side(item, item_type)
+            if side in ("assistant", "tool"):
+                if group is None or group.role != side:
+                    if group is not None:
+                        messages.append(group.message())
+                    group = _Group(side)
+                group.blocks.append(block)
+            else:
+                if group is not None:
+                    messages.append(group.message())
+                    group = None
+                messages.append(Message(role=side, blocks=(block,)))  # type: ignore[arg-type]
+        if group is not None:
+            messages.append(group.message())
+        return messages, system, developer, lead_form
+
+    def item(self, item: dict, item_type: str, path: str):
+        match item_type:
+            case "function_call":
+                return self.function_call(item, path)
+            case "custom_tool_call":
+                return self.custom_call(item, path)
+            case "function_call_output" | "custom_tool_call_output":
+                return self.call_output(item, item_type, path)
+            case "reasoning":
+                return self.reasoning(item, path)
+        if item_type not in KNOWN_ITEM_TYPES and self.strict:
+            raise ParseError(f"unknown item type '{item_type}'", path=f"{path}.type", code="unknown_block")
+        return self.opaque(item, item_type)
+
+    @staticmethod
+    def opaque(item: dict, item_type: str) -> Opaque:
+        name = item.get("name")
+        return Opaque(provider=NAME, item_type=item_type, payload=dict(item), role_hint=_role_hint(item_type),  # type: ignore[arg-type]
+                      name=name if isinstance(name, str) else None)
+
+    # --- message items ------------------------------------------------------------------------
+
+    def message_content(self, item: dict, path: str, role: str):
+        """-> (blocks, item layout, item extras as `message.<key>`, indexes of opaque parts)."""
+        if "content" not in item:
+            raise ParseError("missing required field 'content'", path=path)
+        content = item["content"]
+        layout: dict = {}
+        if "type" in item:
+            layout["t"] = 1
+        kv = {k: item[k] for k in ("id", "status") if k in item}
+        if kv:
+            layout["kv"] = kv
+        item_extras = {f"message.{k}": v for k, v in item.items() if k not in _MESSAGE_KEYS}
+        opaque_at: list[int] = []
+        if isinstance(content, str):
+            layout["s"] = 1
+            return [Text(text=content)], layout, item_extras, opaque_at
+        expect(content, list, f"{path}.content", "'content'")
+        blocks = []
+        for j, part in enumerate(content):
+            block = self.part(part, f"{path}.content[{j}]", role)
+            if isinstance(block, Opaque):
+                opaque_at.append(j)
+            blocks.append(block)
+        return blocks, layout, item_extras, opaque_at
+
+    def part(self, part: Any, path: str, role: str):
+        expect(part, dict, path, "content part")
+        if "type" not in part:
+            raise ParseError("missing required field 'type'", path=path)
+        part_type = part["type"]
+        match part_type:
+            case "input_text" | "output_text":
+                text = require(part, "text", str, path)
+                form: dict = {}
+                extras: dict = {}
+                if part_type != ("output_text" if role == "assistant" else "input_text"):
+                    form["pt"] = part_type
+                for key, value in part.items():
+                    if key == "type" or key == "text":
+                        continue
+                    if value == [] and key in ("annotations", "logprobs"):
+                        form.setdefault("e", []).append(key)  # an empty list carries no data
+                    else:
+                        extras[key] = value
+                return Text(text=text, extras=_slot(extras), form={NAME: form})
+            case "refusal":
+                text = require(part, "refusal", str, path)
+                extras = {k: v for k, v in part.items() if k not in ("type", "refusal")}
+                extras["refusal"] = True
+                return Text(text=text, extras={NAME: extras}, form={NAME: {}})
+            case "input_image":
+                return self.image_part(part, path)
+            case "input_file":
+                return self.file_part(part, path)
+            case "input_audio":
+                audio = require(part, "input_audio", dict, path)
+                data = require(audio, "data", str, f"{path}.input_audio")
+                fmt = require(audio, "format", str, f"{path}.input_audio")
+                extras = {k: v for k, v in part.items() if k not in ("type", "input_audio")}
+                inner = {k: v for k, v in audio.items() if k not in ("data", "format")}
+                if inner:
+                    extras["input_audio"] = inner
+                return Media(kind="audio", data=data, media_type=_AUDIO_MEDIA_TYPES.get(fmt, f"audio/{fmt}"),
+                             extras=_slot(extras), form={NAME: {"fmt": fmt}})
+        if self.strict:
+            raise ParseError(f"unknown content part type '{part_type}'", path=f"{path}.type", code="unknown_block")
+        return Opaque(provider=NAME, item_type=part_type if isinstance(part_type, str) else str(part_type),
+                      payload=dict(part))
+
+    @staticmethod
+    def _media_common(part: dict, path: str, kv: dict, extras: dict, fields: dict, known: tuple[str, ...]) -> None:
+        """file_id / detail and unknown keys, shared by image and file parts."""
+        for key, value in part.items():
+            if key == "type" or key in known:
+                continue
+            if key == "file_id":
+                if isinstance(value, str):
+                    fields["file_id"] = value
+                elif value is None:
+                    kv[key] = None
+                else:
+                    expect(value, str, f"{path}.file_id", "'file_id'")
+            elif key == "detail" and value in (None, "auto"):
+                kv[key] = value  # the default: layout, not data
+            else:
+                extras[key] = value
+
+    def image_part(self, part: dict, path: str) -> Media:
+        kv: dict = {}
+        extras: dict = {}
+        fields: dict = {}
+        form: dict = {}
+        if "image_url" in part:
+            url = part["image_url"]
+            if url is None:
+                kv["image_url"] = None
+            else:
+                expect(url, str, f"{path}.image_url", "'image_url'")
+                split = split_data_url(url)
+                if split is not None:
+                    fields["media_type"], fields["data"] = split
+                else:
+                    fields["url"] = url
+        self._media_common(part, path, kv, extras, fields, ("image_url",))
+        if kv:
+            form["kv"] = kv
+        return Media(kind="image", extras=_slot(extras), form={NAME: form}, **fields)
+
+    def file_part(self, part: dict, path: str) -> Media:
+        kv: dict = {}
+        extras: dict = {}
+        fields: dict = {}
+        form: dict = {}
+        for key in ("file_data", "file_url", "filename"):
+            if key not in part:
+                continue
+            value = part[key]
+            if value is None:
+                kv[key] = None
+                continue
+            expect(value, str, f"{path}.{key}", f"'{key}'")
+            if key == "file_data":
+                split = split_data_url(value)
+                if split is not None:
+                    fields["media_type"], fields["data"] = split
+                else:
+                    fields["data"] = value
+                    form["raw"] = 1
+            elif key == "file_url":
+                fields["url"] = value
+            else:
+                fields["filename"] = value
+        self._media_common(part, path, kv, extras, fields, ("file_data", "file_url", "filename"))
+        if kv:
+            form["kv"] = kv
+        media_type = fields.get("media_type") or ""
+        filename = fields.get("filename") or ""
+        document = media_type == "application/pdf" or media_type.startswith("text/") or filename.endswith(".pdf")
+        return Media(kind="document" if document else "file", extras=_slot(extras), form={NAME: form}, **fields)
+
+    # --- calls, results, reasoning ------------------------------------------------------------
+
+    def function_call(self, item: dict, path: str) -> ToolCall:
+        call_id = require(item, "call_id", str, path)
+        name = require(item, "name", str, path)
+        raw = require(item, "arguments", str, path)
+        arguments, valid = parse_json_arguments(raw)
+        canonical = self.ids.new(name, arguments, raw_arguments=raw)
+        self.calls.add(canonical, name, call_id)
+        kv = {k: item[k] for k in ("id", "status") if k in item}
+        extras = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "arguments", "id", "status")}
+        return ToolCall(id=canonical, name=name, arguments=arguments, raw_arguments=raw, arguments_valid=valid,
+                        provider_id=call_id, extras=_slot(extras), form={NAME: {"kv": kv} if kv else {}})
+
+    def custom_call(self, item: dict, path: str) -> ToolCall:
+        call_id = require(item, "call_id", str, path)
+        name = require(item, "name", str, path)
+        text = require(item, "input", str, path)
+        canonical = self.ids.new(name, text)
+        self.calls.add(canonical, name, call_id)
+        kv = {k: item[k] for k in ("id", "status") if k in item}
+        extras = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "input", "id", "status")}
+        return ToolCall(id=canonical, name=name, arguments=text, provider_id=call_id, kind="custom",
+                        extras=_slot(extras), form={NAME: {"kv": kv} if kv else {}})
+
+    def call_output(self, item: dict, item_type: str, path: str) -> ToolResult:
+        if "output" not in item:
+            raise ParseError("missing required field 'output'", path=path)
+        output = expect(item["output"], (str, list), f"{path}.output", "'output'")
+        kv: dict = {}
+        provider_id = item.get("call_id")
+        if provider_id is None:
+            if "call_id" in item:
+                kv["call_id"] = None
+        else:
+            expect(provider_id, str, f"{path}.call_id", "'call_id'")
+        name = item.get("name")
+        if name is not None:
+            expect(name, str, f"{path}.name", "'name'")
+        elif "name" in item:
+            kv["name"] = None
+        for key in ("id", "status"):
+            if key in item:
+                kv[key] = item[key]
+        extras = {k: v for k, v in item.items()
+                  if k not in ("type", "call_id", "output", "name", "id", "status")}
+        form: dict = {}
+        content: tuple = ()
+        if isinstance(output, str):
+            content = (Text(text=output),)
+            form["s"] = 1
+        else:
+            parts = [self.part(p, f"{path}.output[{j}]", "user") for j, p in enumerate(output)]
+            if any(isinstance(p, Opaque) for p in parts):
+                extras["output"] = output  # a part with no canonical form: keep the whole output as is
+            else:
+                content = tuple(parts)
+        if kv:
+            form["kv"] = kv
+        canonical = self.calls.by_id(provider_id)
+        return ToolResult(call_id=canonical, provider_id=provider_id, name=name, content=content,
+                          matched_by="id" if canonical is not None else None,
+                          kind="custom" if item_type == "custom_tool_call_output" else "function",
+                          extras=_slot(extras), form={NAME: form})
+
+    def reasoning(self, item: dict, path: str) -> Reasoning:
+        kv: dict = {}
+        extras: dict = {}
+        form: dict = {}
+        fields: dict = {}
+        for key, value in item.items():
+            match key:
+                case "type":
+                    pass
+                case "id" if isinstance(value, str):
+                    fields["item_id"] = value
+                case "encrypted_content" if isinstance(value, str):
+                    fields["encrypted"] = value
+                case "summary":
+                    expect(value, list, f"{path}.summary", "'summary'")
+                    texts = []
+                    simple = True
+                    for j, part in enumerate(value):
+                        expect(part, dict, f"{path}.summary[{j}]", "summary part")
+                        text = part.get("text")
+                        if isinstance(text, str) and part.get("type") == "summary_text" and len(part) == 2:
+                            texts.append(text)
+                        else:
+                            simple = False
+                            if isinstance(text, str):
+                                texts.append(text)
+                    fields["summary"] = tuple(texts)
+                    if not simple:
+                        extras["summary"] = value
+                case "content" if isinstance(value, list) and value and all(
+                        isinstance(p, dict) and p.get("type") == "reasoning_text" and len(p) == 2
+                        and isinstance(p.get("text"), str) for p in value):
+                    texts = [p["text"] for p in value]
+                    fields["text"] = "".join(texts)
+                    if len(texts) > 1:
+                        form["split"] = [len(t) for t in texts]
+                case "content" if value is None or value == []:
+                    kv[key] = value
+                case "id" | "encrypted_content" | "status":
+                    kv[key] = value
+                case _:
+                    extras[key] = value
+        if "summary" not in item:
+            form["ns"] = 1
+        if kv:
+            form["kv"] = kv
+        return Reasoning(origin=NAME, extras=_slot(extras), form={NAME: form}, **fields)
+
+
+# ================================================================================================
+# writing
+# ================================================================================================
+
+def own(slots: dict) -> dict | None:
+    return slots.get(NAME)
+
+
+def _plain_text(block) -> bool:
+    """A Text that a string `content` can hold: no part type, flags or part-level extras."""
+    if not isinstance(block, Text):
+        return False
+    form = own(block.form) or {}
+    if any(k != "item" for k in form):
+        return False
+    return all(k.startswith("message.") for k in own(block.extras) or ())
+
+
+class Writer:
+    """Writes canonical blocks as items; every divergence goes to the ledger."""
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # --- one message (or a run of instruction blocks) -----------------------------------------
+
+    def message(self, message: Message, base: str, out: list, offset: int = 0) -> None:
+        """Append the items for `message`; block paths are `{base}[{offset + i}]`."""
+        role = message.role
+        mform = own(message.form) or {}
+        opaque_parts = set(mform.get("parts", ()))
+        item_at = mform.get("item_at") or {}
+        empty = mform.get("empty") or ()
+        empty_i = 0
+        item: dict | None = None
+        parts: list = []
+        item_role = role
+        if role == "tool":
+            item_role = "user"
+        blocks = message.blocks
+        for bi, block in enumerate(blocks):
+            while empty_i < len(empty) and empty[empty_i][0] == bi:
+                item = self._close(item, parts, out)
+                parts = []
+                out.append(self._empty_item(empty[empty_i][1], item_role))
+                empty_i += 1
+            path = f"{base}[{offset + bi}]"
+            is_part = isinstance(block, (Text, Media)) or (isinstance(block, Opaque) and bi in opaque_parts)
+            if is_part:
+                layout = None
+                if isinstance(block, Opaque):
+                    layout = item_at.get(str(bi))
+                else:
+                    bform = own(block.form)
+                    if bform is not None:
+                        layout = bform.get("item")
+                    elif role == "assistant":
+                        layout = {"s": 1}  # another format's text: one assistant message per block
+                if item is None or layout is not None:
+                    item = self._close(item, parts, out)
+                    parts = []
+                    item = self._open(layout, item_role, block)
+                    if role == "tool":
+                        self.ledger.add("moved", path, "free content in a tool message has no place beside "
+                                                       "function_call_output items; written as a user message")
+                part = self.part(block, path, item_role, in_message=True)
+                if part is not None:
+                    parts.append((block, part))
+                continue
+            item = self._close(item, parts, out)
+            parts = []
+            match block:
+                case Reasoning():
+                    written = self.reasoning(block, path)
+                    if written is not None:
+                        out.append(written)
+                case ToolCall():
+                    out.append(self.call(block, path))
+                case ToolResult():
+                    out.append(self.result(block, path))
+                case Opaque():
+                    if block.provider == NAME:
+                        out.append(dict(block.payload) if isinstance(block.payload, dict) else block.payload)
+                    # another provider's item: ledgered by ledger_foreign_extras
+                case Text() | Media():
+                    raise AssertionError("content parts are handled above")
+                case _:
+                    assert_never(block)
+        self._close(item, parts, out)
+        while empty_i < len(empty):
+            out.append(self._empty_item(empty[empty_i][1], item_role))
+            empty_i += 1
+
+    def _open(self, layout: dict | None, role: str, first) -> dict:
+        item: dict = {}
+        # Another format's content (no layout): a lone text becomes string content.
+        as_string = True if layout is None else bool(layout.get("s"))
+        layout = layout or {}
+        if layout.get("t"):
+            item["type"] = "message"
+        item["role"] = role
+        item.update(layout.get("kv") or ())
+        extras = layout.get("x")
+        if extras is None and not isinstance(first, Opaque):
+            extras = own(first.extras)
+        if extras:
+            for key, value in extras.items():
+                if key.startswith("message."):
+                    item[key[8:]] = value
+        item["\0s"] = as_string
+        return item
+
+    @staticmethod
+    def _close(item: dict | None, parts: list, out: list) -> None:
+        if item is None:
+            return None
+        as_string = item.pop("\0s")
+        if not parts:
+            return None  # every part was dropped (and ledgered): no empty item
+        if as_string and len(parts) == 1 and _plain_text(parts[0][0]):
+            item["content"] = parts[0][0].text
+        else:
+            item["content"] = [p for _, p in parts]
+        out.append(item)
+        return None
+
+    @staticmethod
+    def _empty_item(layout: dict, role: str) -> dict:
+        item: dict = {}
+        if layout.get("t"):
+            item["type"] = "message"
+        item["role"] = role
+        item.update(layout.get("kv") or ())
+        for key, value in (layout.get("x") or {}).items():
+            item[key[8:] if key.startswith("message.") else key] = value
+        item["content"] = "" if layout.get("s") else []
+        return item
+
+    # --- content parts ------------------------------------------------------------------------
+
+    def part(self, block, path: str, role: str, *, in_message: bool) -> dict | None:
+        match block:
+            case Text():
+                return self.text_part(block, role)
+            case Media():
+                return self.media_part(block, path, role, in_message=in_message)
+            case Opaque():
+                return dict(block.payload) if isinstance(block.payload, dict) else block.payload
+            case _:
+                raise AssertionError(f"not a content part: {type(block).__name__}")
+
+    @staticmethod
+    def text_part(block: Text, role: str) -> dict:
+        form = own(block.form) or {}
+        extras = own(block.extras) or {}
+        if extras.get("refusal") is True:
+            part = {"type": "refusal", "refusal": block.text}
+        else:
+            part_type = form.get("pt") or ("output_text" if role == "assistant" else "input_text")
+            part = {"type": part_type, "text": block.text}
+            for key in form.get("e", ()):
+                part[key] = []
+            if part_type == "output_text" and not form and not extras:
+                part["annotations"] = []  # required on output_text
+        for key, value in extras.items():
+            if key != "refusal" and not key.startswith("message."):
+                part[key] = value
+        # A text from a string item that gets written as a list part keeps the "s" marker out.
+        return part
+
+    def media_part(self, block: Media, path: str, role: str, *, in_message: bool) -> dict | None:
+        form = own(block.form)
+        extras = own(block.extras) or {}
+        mine = form is not None
+        if role == "assistant" and not mine:
+            self.ledger.add("dropped", path, f"an assistant message in openai-responses cannot hold {block.kind} content")
+            return None
+        kind = block.kind
+        if kind == "audio" and mine and "fmt" in form:
+            audio = {"data": block.data, "format": form["fmt"], **(extras.get("input_audio") or {})}
+            part = {"type": "input_audio", "input_audio": audio}
+        elif kind in ("audio", "video"):
+            self.ledger.add("dropped", path, f"openai-responses input accepts no {kind} content")
+            return None
+        elif kind == "image":
+            part = {"type": "input_image"}
+            if block.data is not None:
+                media_type = block.media_type
+                if media_type is None:
+                    media_type = "image/png"
+                    self.ledger.add("synthesized", path, "image without a media type: written as image/png")
+                part["image_url"] = f"data:{media_type};base64,{block.data}"
+            elif block.url is not None:
+                part["image_url"] = block.url
+            if block.file_id is not None:
+                part["file_id"] = block.file_id
+            if not mine:
+                part["detail"] = "auto"  # required in message content; "auto" is the API default
+        elif block.text is not None and block.data is None and block.url is None and block.file_id is None:
+            self.ledger.add("folded", path, "a plain-text document becomes an input_text part")
+            return {"type": "input_text", "text": block.text}
+        else:
+            part = {"type": "input_file"}
+            if block.data is not None:
+                if mine and form.get("raw"):
+                    part["file_data"] = block.data
+                else:
+                    media_type = block.media_type
+                    if media_type is None:
+                        media_type = "application/octet-stream"
+                        self.ledger.add("synthesized", path, "file without a media type: written as "
+                                                             "application/octet-stream")
+                    part["file_data"] = f"data:{media_type};base64,{block.data}"
+            if block.url is not None:
+                part["file_url"] = block.url
+            if block.file_id is not None:
+                part["file_id"] = block.file_id
+            if block.filename is not None:
+                part["filename"] = block.filename
+            elif block.data is not None and not mine:
+                ext = {"application/pdf": ".pdf", "text/plain": ".txt"}.get(block.media_type or "", "")
+                part["filename"] = f"file{ext}"
+                self.ledger.add("synthesized", path, f"inline file without a name: filename 'file{ext}' written")
+        if mine:
+            part.update(form.get("kv") or ())
+        for key, value in extras.items():
+            if key != "input_audio" and not key.startswith("message."):
+                part[key] = value
+        return part
+
+    # --- single-item blocks -------------------------------------------------------------------
+
+    def reasoning(self, block: Reasoning, path: str) -> dict | None:
+        if block.origin != NAME:
+            self.ledger.add("dropped", path, f"reasoning from {block.origin or 'an unknown origin'} cannot be "
+                                             "replayed in openai-responses (a reasoning item needs an OpenAI item "
+                                             "id and encrypted_content)")
+            return None
+        form = own(block.form) or {}
+        extras = own(block.extras) or {}
+        if block.item_id is None and "id" not in (form.get("kv") or ()):
+            self.ledger.add("dropped", path, "openai-responses reasoning without its item id cannot be replayed")
+            return None
+        item: dict = {"type": "reasoning"}
+        item.update(form.get("kv") or ())
+        if block.item_id is not None:
+            item["id"] = block.item_id
+        if "summary" in extras:
+            item["summary"] = extras["summary"]
+        elif not form.get("ns"):
+            item["summary"] = [{"type": "summary_text", "text": s} for s in block.summary]
+        if block.text is not None:
+            split = form.get("split")
+            if split and sum(split) == len(block.text):
+                chunks, at = [], 0
+                for n in split:
+                    chunks.append({"type": "reasoning_text", "text": block.text[at:at + n]})
+                    at += n
+                item["content"] = chunks
+            else:
+                item["content"] = [{"type": "reasoning_text", "text": block.text}]
+        if block.encrypted is not None:
+            item["encrypted_content"] = block.encrypted
+        for key, value in extras.items():
+            if key != "summary":
+                item[key] = value
+        return item
+
+    def _call_id(self, provider_id: str | None, canonical_id: str | None, path: str, what: str) -> str | None:
+        if canonical_id is None:
+            return provider_id  # an orphan result: write what it had
+        out, replaced = outgoing_id(provider_id, canonical_id, None, MAX_CALL_ID)
+        if replaced:
+            self.ledger.add("synthesized", path, f"{what} id '{provider_id}' is longer than {MAX_CALL_ID} characters; "
+                                                 f"canonical id '{canonical_id}' written")
+        elif provider_id is None:
+            self.ledger.add("synthesized", path, f"{what} had no id; canonical id '{canonical_id}' written")
+        return out
+
+    def call(self, block: ToolCall, path: str) -> dict:
+        form = own(block.form) or {}
+        extras = own(block.extras) or {}
+        call_id = self._call_id(block.provider_id, block.id, path, "call")
+        if block.kind == "custom":
+            value = block.arguments
+            if not isinstance(value, str):
+                value = block.raw_arguments if block.raw_arguments is not None else orjson.dumps(value).decode()
+                self.ledger.add("folded", path, "custom tool input must be a string: arguments written as JSON text")
+            item = {"type": "custom_tool_call", "call_id": call_id, "name": block.name, "input": value}
+        else:
+            item = {"type": "function_call", "call_id": call_id, "name": block.name,
+                    "arguments": self._arguments(block, path)}
+        item.update(form.get("kv") or ())
+        item.update(extras)
+        return item
+
+    def _arguments(self, block: ToolCall, path: str) -> str:
+        raw = block.raw_arguments
+        if raw is not None:
+            if not block.arguments_valid:
+                return raw  # the raw text is the truth, and this format carries text
+            if parse_json_arguments(raw)[0] == block.arguments:
+                return raw
+        if block.arguments is UNSET:
+            self.ledger.add("synthesized", path, "call without arguments: '{}' written")
+            return "{}"
+        return orjson.dumps(block.arguments).decode()
+
+    def result(self, block: ToolResult, path: str) -> dict:
+        form = own(block.form) or {}
+        extras = own(block.extras) or {}
+        item_type = "custom_tool_call_output" if block.kind == "custom" else "function_call_output"
+        item: dict = {"type": item_type}
+        call_id = self._call_id(block.provider_id, block.call_id, path, "result's call")
+        if call_id is not None:
+            item["call_id"] = call_id
+        if "output" in extras:
+            output: Any = extras["output"]
+        else:
+            output = self._output(block, path, bool(form.get("s")))
+        if block.is_error:
+            self.ledger.add("folded", path, f"openai-responses has no error flag on tool output: "
+                                            f"folded into the output as a '{ERROR_PREFIX.strip()}' prefix")
+            if isinstance(output, str):
+                output = ERROR_PREFIX + output
+            else:
+                output = [{"type": "input_text", "text": ERROR_PREFIX.strip()}, *output]
+        item["output"] = output
+        if block.name is not None and form:
+            item["name"] = block.name
+        item.update(form.get("kv") or ())
+        for key, value in extras.items():
+            if key != "output":
+                item[key] = value
+        return item
+
+    def _output(self, block: ToolResult, path: str, as_string: bool) -> Any:
+        content = block.content
+        if block.output is not UNSET:
+            if content:
+                self.ledger.add("dropped", path, "structured tool output dropped: openai-responses output holds "
+                                                 "text and media only, and the result's content is written")
+            else:
+                self.ledger.add("folded", path, "structured tool output written as JSON text")
+                return orjson.dumps(block.output).decode()
+        if not content:
+            return ""
+        if len(content) == 1 and isinstance(content[0], Text) and (as_string or own(content[0].form) is None) \
+                and not own(content[0].extras):
+            return content[0].text
+        parts = []
+        for ci, inner in enumerate(content):
+            part = self.part(inner, f"{path}.content[{ci}]", "user", in_message=False)
+            if part is not None:
+                parts.append(part)
+        return parts
