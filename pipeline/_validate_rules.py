@@ -175,6 +175,7 @@ def _short(text: str, limit: int = 160) -> str:
 def provider_rules(ctx: Context) -> Iterator[Found]:
     match ctx.provider:
         case "anthropic":
+            yield from _anthropic_blank_text(ctx)
             yield from _anthropic_results_first(ctx)
             yield from _anthropic_thinking_first(ctx)
         case "gemini":
@@ -184,6 +185,21 @@ def provider_rules(ctx: Context) -> Iterator[Found]:
             yield from _openai_chat_tool_order(ctx)
         case _:
             return
+
+
+def _blank(block: Any) -> bool:
+    return isinstance(block, Text) and not block.text.strip()
+
+
+def _anthropic_blank_text(ctx: Context) -> Iterator[Found]:
+    for mi, message in enumerate(ctx.conv.messages):
+        for bi, block in enumerate(message.blocks):
+            if _blank(block) and message.blocks:
+                # A message that is nothing but blank text is already an empty turn (or a blank prompt).
+                if len(message.blocks) == 1 and message.role == "assistant":
+                    continue
+                yield ("anthropic_blank_text", (mi, bi), block_path(mi, bi),
+                       "text block is empty or whitespace only; Anthropic rejects it on replay: drop the block", {})
 
 
 def _anthropic_results_first(ctx: Context) -> Iterator[Found]:
@@ -229,8 +245,9 @@ def _anthropic_thinking_first(ctx: Context) -> Iterator[Found]:
             tool_turns.append((first, end, blocks))
     for i, (first, end, blocks) in enumerate(tool_turns):
         has_reasoning = any(isinstance(b, Reasoning) for _, b in blocks)
-        if has_reasoning and not isinstance(blocks[0][1], Reasoning):
-            where = blocks[0][0]
+        shown = [(w, b) for w, b in blocks if not _blank(b)]  # blank text has its own code
+        if has_reasoning and not isinstance(shown[0][1], Reasoning):
+            where = shown[0][0]
             yield ("anthropic_thinking_first", where, block_path(*where),
                    "thinking is not the first block of this tool-using assistant turn: move the thinking "
                    "block(s) before text and tool_use", {})
@@ -307,6 +324,43 @@ def _openai_chat_tool_order(ctx: Context) -> Iterator[Found]:
 # --- provider paths ------------------------------------------------------------------------------
 
 def provider_path(conv: Conversation, where: Where) -> str | None:
-    """The JSON path of the same place in the provider's record, when the codec's layout makes it
-    derivable; None otherwise."""
-    return None
+    """The JSON path of the same place in the provider's record, where the codec's layout makes it
+    derivable (Anthropic and Gemini keep messages and blocks one to one; OpenAI Chat keeps messages one
+    to one after the leading instructions); None otherwise."""
+    mi, bi = where
+    provider, shape = conv.meta.provider, conv.meta.shape
+    if mi < 0:
+        return f"$.tools[{bi}]" if provider == "anthropic" and shape == "request" and bi >= 0 else None
+    if mi >= len(conv.messages):
+        return None
+    message = conv.messages[mi]
+    match provider:
+        case "anthropic":
+            base = {"request": f"$.messages[{mi}]", "messages": f"$[{mi}]", "response": "$"}.get(shape or "")
+            if base is None or bi < 0:
+                return base
+            if (message.form.get(provider) or {}).get("content") == "str":
+                return f"{base}.content"
+            return f"{base}.content[{bi}]"
+        case "gemini":
+            base = {"request": f"$.contents[{mi}]", "messages": f"$[{mi}]",
+                    "response": "$.candidates[0].content"}.get(shape or "")
+            return base if base is None or bi < 0 else f"{base}.parts[{bi}]"
+        case "openai-chat":
+            form = conv.form.get(provider) or {}
+            lead = form.get("lead")
+            k = mi + (len(lead) if isinstance(lead, list) else bool(conv.system) + bool(conv.developer))
+            base = {"request": f"$.messages[{k}]", "messages": f"$[{k}]",
+                    "response": "$.choices[0].message"}.get(shape or "")
+            if base is None or bi < 0 or bi >= len(message.blocks):
+                return base
+            block = message.blocks[bi]
+            if isinstance(block, ToolCall):
+                return f"{base}.tool_calls[{sum(isinstance(b, ToolCall) for b in message.blocks[:bi])}]"
+            if isinstance(block, Reasoning):
+                return f"{base}.reasoning_content"
+            if isinstance(block, (Text, Media)) and message.role != "tool":
+                return f"{base}.content"
+            return base
+        case _:
+            return None

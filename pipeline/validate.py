@@ -31,7 +31,7 @@ from msgspec import UNSET, Struct
 
 from ._validate_rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
 from .conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
-from .errors import ConfigError
+from .errors import ConfigError, SftprepError
 from .flattened import FAMILIES, find_flattened
 
 Severity = Literal["error", "warning", "off"]
@@ -51,7 +51,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("duplicate_result", "error", "a call answered by more than one result"),
     Rule("unanswered_call", "error", "a call with no result before the next assistant turn or before later turns"),
     Rule("unanswered_call_at_end", "warning", "a call with no result because the conversation ends there"),
-    Rule("duplicate_call_id", "error", "two calls share a provider call id (or canonical id)"),
+    Rule("duplicate_call_id", "error", "two calls share a call id while the first is still unanswered"),
+    Rule("reused_call_id", "warning", "a call id reused after its first call was answered (pairs by order)"),
     Rule("result_name_mismatch", "error", "a result names a different tool than the call it answers"),
     Rule("arguments_not_object", "error", "call arguments are invalid JSON, an array or a scalar"),
     Rule("call_in_user_turn", "error", "a tool call in a message that is not the assistant's"),
@@ -63,6 +64,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("empty_assistant_turn", "error", "an assistant message with no content"),
     Rule("reasoning_without_state", "error", "reasoning without the replay state its provider needs"),
     Rule("reasoning_placeholder_state", "warning", "reasoning whose replay state is a placeholder, not genuine"),
+    Rule("anthropic_blank_text", "error", "an empty or whitespace-only text block (Anthropic rejects it)",
+         "anthropic"),
     Rule("anthropic_results_first", "error", "tool_result blocks must open their user message", "anthropic"),
     Rule("anthropic_thinking_first", "error", "with thinking on, a tool-using assistant turn starts with thinking",
          "anthropic"),
@@ -204,17 +207,24 @@ def _pairing(ctx: Context) -> Iterator[Found]:
             yield ("unanswered_call", where, path,
                    f"call to '{call.name}' has no result though the conversation goes on: add the result "
                    "or drop the call", {})
-    # Duplicate ids: the provider's (what pairing used) and the canonical ones.
-    seen_provider: dict[str, Where] = {}
+    # Duplicate ids. A provider id reused after its first call was answered still pairs by order (a
+    # warning: Anthropic rejects it on replay); reused while that call is pending, pairing is a guess.
+    answered_at = {cid: min(ws) for cid, ws in results_for.items()}
+    seen_provider: dict[str, tuple[Where, ToolCall]] = {}
     seen_canonical: dict[str, Where] = {}
     for where, call in ctx.call_list:
         if call.provider_id is not None:
-            if call.provider_id in seen_provider:
-                yield ("duplicate_call_id", where, block_path(*where),
-                       f"call id '{call.provider_id}' is also used at {block_path(*seen_provider[call.provider_id])}: "
-                       "results cannot be paired; give each call its own id", {})
+            earlier = seen_provider.get(call.provider_id)
+            seen_provider[call.provider_id] = (where, call)
+            if earlier is not None:
+                first_where, first = earlier
+                done = first.id != call.id and answered_at.get(first.id, (len(ctx.conv.messages), 0)) < where
+                yield ("reused_call_id" if done else "duplicate_call_id", where, block_path(*where),
+                       f"call id '{call.provider_id}' was already used at {block_path(*first_where)}"
+                       + (" (answered before this call): providers that need unique ids reject it; give each "
+                          "call its own id" if done else ": results cannot be paired reliably; give each call "
+                          "its own id"), {})
                 continue
-            seen_provider[call.provider_id] = where
         if call.id in seen_canonical:
             yield ("duplicate_call_id", where, block_path(*where),
                    f"canonical call id '{call.id}' is also used at {block_path(*seen_canonical[call.id])}: "
@@ -258,6 +268,8 @@ def _tool_list(ctx: Context) -> Iterator[Found]:
     if not calls:
         return
     if not ctx.tools:
+        if ctx.conv.meta.shape == "response":
+            return  # a response never carries the tool list: its request does
         yield ("no_tool_list", (-1, -1), "$.tools",
                f"{len(calls)} call(s) but no tool definitions: add the tools, a model cannot learn when to call "
                "a tool it was never shown", {})
@@ -362,3 +374,8 @@ def _json_kind(value: Any) -> str:
 def _names(tools: Mapping[str, Any], limit: int = 6) -> str:
     names = list(tools)
     return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+
+
+def error_issue(exc: SftprepError) -> Issue:
+    """A record that could not be read or parsed, as an issue: always an error, under the error's code."""
+    return Issue(exc.code, "error", exc.path, exc.message)
