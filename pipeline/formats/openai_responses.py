@@ -17,8 +17,8 @@ from msgspec import UNSET, structs
 from ..conversation import Conversation, Message, Meta, Text, Tool, to_json
 from ..errors import ConfigError, ParseError, ShapeError
 from ..ledger import Ledger
-from ._openai_responses_items import (KNOWN_ITEM_TYPES, MESSAGE_ROLES, NAME, OWN_PART_TYPES, Reader, Writer,
-                                      own)
+from ._openai_responses_items import KNOWN_ITEM_TYPES, MESSAGE_ROLES, NAME, OWN_PART_TYPES, Reader
+from ._openai_responses_write import Writer, own
 from .base import Detection, expect, ledger_foreign_extras, require
 
 __all__ = ["NAME", "detect", "parse", "serialize"]
