@@ -468,3 +468,13 @@ def test_unknown_format_name_lists_the_valid_ones():
 @given(st.one_of(st.text(), st.binary(), st.lists(st.dictionaries(st.text(max_size=5), st.integers()), max_size=3)))
 def test_detect_stream_never_raises(value):
     assert detect_stream(value) in (None, "anthropic", "openai-chat", "openai-responses", "gemini")
+
+
+def test_sse_log_without_blank_lines_between_events():
+    # Some loggers drop the blank lines; each `data:` line is then still one event.
+    text = (FIXTURES / "anthropic_thinking_tool.sse").read_text()
+    dense = "\n".join(line for line in text.splitlines() if line.strip()) + "\n"
+    assert reassemble(dense) == json.loads((FIXTURES / "anthropic_thinking_tool.json").read_text())
+    with pytest.raises(InputError) as err:
+        reassemble(dense[:-10])
+    assert (err.value.code, err.value.path) == ("truncated_stream", "$.events[18]")

@@ -101,15 +101,13 @@ def _parse(payload: str, index: int, line: int, last: bool) -> Any:
 def _split_sse(text: str) -> tuple[Event, ...]:
     # Per the SSE spec: lines end in \r\n, \n or \r; a blank line dispatches the event; `data` fields
     # of one event join with \n; a line starting with ':' is a comment (OpenRouter sends keep-alives).
-    pending: list[tuple[int, str | None, str]] = []  # (line, event name, data)
-    data: list[str] = []
+    pending: list[tuple[str | None, list[tuple[int, str]]]] = []  # (event name, [(line, data)])
+    data: list[tuple[int, str]] = []
     name: str | None = None
-    start = 0
-    lines = text.splitlines()
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if line == "":
             if data:
-                pending.append((start, name, "\n".join(data)))
+                pending.append((name, data))
             data, name = [], None
             continue
         if line.startswith(":"):
@@ -118,21 +116,44 @@ def _split_sse(text: str) -> tuple[Event, ...]:
         if sep and value.startswith(" "):
             value = value[1:]
         if field == "data":
-            if not data:
-                start = n
-            data.append(value)
+            data.append((n, value))
         elif field == "event":
             name = value
     ended_cleanly = text.endswith(("\n\n", "\r\n\r\n", "\r\r"))
     if data:
         # Loggers often drop the final blank line: keep the event, but a broken one counts as a cut.
-        pending.append((start, name, "\n".join(data)))
+        pending.append((name, data))
         ended_cleanly = False
+    entries = [piece for i, (ev_name, lines) in enumerate(pending)
+               for piece in _unjoin(ev_name, lines, cut=i == len(pending) - 1 and not ended_cleanly)]
     events = []
-    for i, (line, ev_name, payload) in enumerate(pending):
-        last = i == len(pending) - 1 and not ended_cleanly
+    for i, (line, ev_name, payload) in enumerate(entries):
+        last = i == len(entries) - 1 and not ended_cleanly
         events.append(Event(i, _parse(payload, i, line, last), ev_name, line))
     return tuple(events)
+
+
+def _unjoin(name: str | None, data: list[tuple[int, str]], cut: bool) -> list[tuple[int, str | None, str]]:
+    """Providers never spread one JSON payload over several `data:` lines, but a log that dropped the
+    blank lines between events looks exactly like that: when the joined payload is not JSON and every
+    line is (but the very last line of a cut log), each line is its own event."""
+    joined = "\n".join(value for _, value in data)
+    whole = [(data[0][0], name, joined)]
+    if len(data) == 1:
+        return whole
+    try:
+        json.loads(joined)
+        return whole
+    except json.JSONDecodeError:
+        pass
+    for i, (_, value) in enumerate(data):
+        if value.strip() != "[DONE]":
+            try:
+                json.loads(value)
+            except json.JSONDecodeError:
+                if not (cut and i == len(data) - 1):
+                    return whole
+    return [(line, None, value) for line, value in data]
 
 
 def _split_lines(text: str) -> tuple[Event, ...]:
