@@ -379,19 +379,31 @@ class _Parser:
             self.notes.append(_LEGACY_NOTE)
 
 
+_json = msgspec.json.Decoder()  # exact big integers, unlike orjson (which turns them into floats)
+
+
 def _loads(raw: str) -> tuple[Any, bool]:
     try:
-        return orjson.loads(raw), True
-    except orjson.JSONDecodeError:
+        return _json.decode(raw), True
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
         pass
-    try:  # valid JSON that orjson refuses: integers past 64 bits, lone surrogates
-        return json.loads(raw, parse_constant=_reject_constant), True
+    except RecursionError:
+        return UNSET, False  # nested past any sane depth: the raw string stays the truth
+    try:  # valid JSON that msgspec refuses, such as escaped lone surrogates
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), True
     except (ValueError, RecursionError):
         return UNSET, False
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} overflows a double")
+    return value
 
 
 def _unknown(obj: dict, known: frozenset[str]) -> dict | None:

@@ -606,3 +606,17 @@ def test_cross_response_shape_from_another_format():
     assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
     assert entries == [("dropped", "$.messages[0]"), ("synthesized", "$.meta.created")]
     assert oc.detect(body) == (NAME, "response", True)
+
+
+def test_arguments_keep_big_integers_exact_and_bare_lists_drop_request_params():
+    raw = '{"account": 123456789012345678901234567890}'
+    body = {"model": "m", "temperature": 0, "messages": [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "pay", "arguments": raw}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "pay"}}]}
+    conv = oc.parse(body)
+    assert conv.messages[0].blocks[0].arguments == {"account": 123456789012345678901234567890}
+    listed, entries = write(conv, "messages")
+    assert listed == body["messages"]
+    assert sorted(entries) == [("dropped", "$"), ("dropped", "$"), ("dropped", "$.tools[0]")]  # model, temperature
