@@ -209,16 +209,20 @@ def sniff_image_type(data: str) -> str | None:
 class BlockWriter:
     """Writes canonical blocks as Anthropic blocks; one instance per serialized conversation."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, same_origin: bool) -> None:
         self.ledger = ledger
+        # Anthropic's own data is written back as it came (its logs do hold whitespace-only text);
+        # data of another origin is made to satisfy the API's rules.
+        self.same_origin = same_origin
         self.out_ids: dict[str, str] = {}  # canonical call id -> id written on the tool_use
+        self.used_ids: set[str] = set()
 
     def block(self, block, path: str) -> dict | None:
         """The Anthropic block for `block`, or None when it cannot be written (ledgered here, or by
         the foreign-extras walk for another provider's Opaque)."""
         match block:
             case Text():
-                return self.text(block, path)
+                return self.text(block, path) if self.keep_text(block, path) else None
             case Media():
                 return self.media(block, path)
             case ToolCall():
@@ -235,6 +239,13 @@ class BlockWriter:
     def _signature(self, block, path: str) -> None:
         if block.signature is not None:
             self.ledger.add("dropped", path, "a Gemini thought signature has no place on this anthropic block")
+
+    def keep_text(self, block: Text, path: str) -> bool:
+        """Anthropic rejects text blocks without visible text; an empty one is dropped (ledgered)."""
+        if self.same_origin or block.text.strip():
+            return True
+        self.ledger.add("dropped", path, "anthropic rejects text blocks that are empty or only whitespace")
+        return False
 
     def text(self, block: Text, path: str) -> dict:
         self._signature(block, path)
@@ -320,6 +331,11 @@ class BlockWriter:
                             f"call id '{block.provider_id}' is not a valid anthropic id; wrote the canonical id")
         elif block.provider_id is None:
             self.ledger.add("synthesized", path, "call had no provider id; wrote the canonical id")
+        elif out_id in self.used_ids and not self.same_origin:
+            # Some logs reuse a call id across turns; Anthropic wants tool_use ids unique.
+            self.ledger.add("synthesized", path, f"call id '{out_id}' was already used; wrote the canonical id")
+            out_id = block.id
+        self.used_ids.add(out_id)
         self.out_ids[block.id] = out_id
         arguments = block.arguments
         if arguments is UNSET or not block.arguments_valid:
@@ -352,7 +368,10 @@ class BlockWriter:
         items: list = []
         for k, inner in enumerate(block.content):
             ipath = f"{path}.content[{k}]"
-            item = self.text(inner, ipath) if isinstance(inner, Text) else self.media(inner, ipath)
+            if isinstance(inner, Text):
+                item = self.text(inner, ipath) if self.keep_text(inner, ipath) else None
+            else:
+                item = self.media(inner, ipath)
             if item is not None:
                 items.append(item)
         for k, item in own.get("unmapped_content", ()):
@@ -364,7 +383,7 @@ class BlockWriter:
         shape = form.get("content")
         if shape == "str" and len(items) == 1 and items[0].keys() == _TEXT_KEYS:
             out["content"] = items[0]["text"]
-        elif items or shape != "absent":
+        elif items or (shape != "absent" and self.same_origin):  # another origin's empty result: no content
             out["content"] = items
         if block.is_error:
             out["is_error"] = True

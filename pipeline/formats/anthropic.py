@@ -22,7 +22,6 @@ from .base import SHAPES, Detection, expect, ledger_foreign_extras, require
 __all__ = ["NAME", "detect", "parse", "serialize"]
 
 _ROLES = frozenset({"user", "assistant", "system"})
-_TEXT_KEYS = {"type", "text"}
 _MESSAGE_KEYS = frozenset({"role", "content"})
 _TOOL_KEYS = frozenset({"name", "description", "input_schema"})
 _REQUEST_KEYS = frozenset({"messages", "system", "tools"})
@@ -54,7 +53,8 @@ def _scan_messages(messages: list) -> tuple[bool, bool]:
     """(could be Anthropic messages, a feature only Anthropic has was seen)."""
     certain = False
     for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in _ROLES or not m.keys().isdisjoint(_FOREIGN_MESSAGE_KEYS):
+        role = m.get("role") if isinstance(m, dict) else None
+        if not isinstance(role, str) or role not in _ROLES or not m.keys().isdisjoint(_FOREIGN_MESSAGE_KEYS):
             return False, False
         content = m.get("content")
         if isinstance(content, list):
@@ -64,7 +64,7 @@ def _scan_messages(messages: list) -> tuple[bool, bool]:
                     return False, False
                 if btype in _OWN_BLOCKS:
                     certain = True
-        elif not isinstance(content, str) and not (content is None and "content" not in m and m["role"] == "system"):
+        elif not isinstance(content, str) and not (content is None and "content" not in m and role == "system"):
             return False, False
     return True, certain
 
@@ -77,8 +77,14 @@ def detect(obj: Any) -> Detection | None:
         return Detection(NAME, "messages", certain) if ok else None
     if not isinstance(obj, dict):
         return None
-    if obj.get("type") == "message" and obj.get("role") == "assistant" and isinstance(obj.get("content"), list):
-        return Detection(NAME, "response", True)
+    if obj.get("type") == "message":
+        # A Responses output item is also {"type": "message", "role": "assistant"}, but has a status and
+        # output_text parts.
+        content = obj.get("content")
+        if (obj.get("role") == "assistant" and isinstance(content, list) and "status" not in obj
+                and _scan_messages([{"role": "assistant", "content": content}])[0]):
+            return Detection(NAME, "response", True)
+        return None
     messages = obj.get("messages")
     if not isinstance(messages, list) or not obj.keys().isdisjoint(_FOREIGN_REQUEST_KEYS):
         return None
@@ -95,7 +101,8 @@ def detect(obj: Any) -> Detection | None:
         return None
     if not certain:
         certain = (not obj.keys().isdisjoint(_OWN_REQUEST_KEYS)
-                   or (isinstance(choice, dict) and choice.get("type") in _OWN_TOOL_CHOICES)
+                   or (isinstance(choice, dict) and isinstance(choice.get("type"), str)
+                       and choice["type"] in _OWN_TOOL_CHOICES)
                    # other formats' tools were excluded above: a named tool here is Anthropic-shaped
                    or (isinstance(tools, list) and any(isinstance(t, dict) and "name" in t for t in tools)))
     return Detection(NAME, "request", certain)
@@ -232,7 +239,9 @@ def _parse_response(obj: Any, reader: BlockReader) -> Conversation:
 
 _PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}
 _CUSTOM_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+# Written (with a ledger entry) when a conversation of another origin does not say.
 DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MODEL = "claude-sonnet-4-5"
 
 
 def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None = None) -> Any:
@@ -241,7 +250,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
     # Top-level parameters of other providers are mapped (or ledgered) by _foreign_params below; the
     # walk reports every other foreign field and Opaque block.
     ledger_foreign_extras(replace(conv, extras={}) if conv.extras else conv, NAME, ledger)
-    writer = BlockWriter(ledger)
+    writer = BlockWriter(ledger, same_origin=conv.meta.provider == NAME)
     match shape:
         case "request":
             return _request(conv, writer, ledger)
@@ -261,18 +270,20 @@ def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
     if "model" not in body and conv.meta.model is not None:
         body["model"] = conv.meta.model
     _foreign_params(conv.extras, body, ledger)
-    if own is None and "max_tokens" not in body:
-        body["max_tokens"] = DEFAULT_MAX_TOKENS
-        ledger.add("synthesized", "$", f"anthropic requires max_tokens; wrote {DEFAULT_MAX_TOKENS}")
+    if own is None:  # a conversation of another origin: fill what Anthropic requires
+        if "model" not in body:
+            body["model"] = DEFAULT_MODEL
+            ledger.add("synthesized", "$", f"no model known; anthropic requires one: wrote {DEFAULT_MODEL}")
+        if "max_tokens" not in body:
+            body["max_tokens"] = DEFAULT_MAX_TOKENS
+            ledger.add("synthesized", "$", f"anthropic requires max_tokens; wrote {DEFAULT_MAX_TOKENS}")
     form = conv.form.get(NAME) or {}
-    system = _system(conv, writer, ledger)
-    if system:
-        if form.get("system") == "str" and len(system) == 1 and system[0].keys() == _TEXT_KEYS:
-            body["system"] = system[0]["text"]
-        else:
+    if form.get("system") == "str" and not conv.developer and _plain_text(conv.system):
+        body["system"] = conv.system[0].text  # the string shorthand, even when empty
+    else:
+        system = _system(conv, writer, ledger)
+        if system or "system" in form:
             body["system"] = system
-    elif "system" in form:
-        body["system"] = "" if form["system"] == "str" else []
     if conv.tools or "tools" in form:
         body["tools"] = [t for ti, tool in enumerate(conv.tools) if (t := _tool_out(tool, ti, ledger)) is not None]
     body["messages"] = _messages(conv, writer, ledger)
@@ -289,7 +300,8 @@ def _system(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> list[dic
                 continue
             if name == "developer":
                 ledger.add("folded", path, "anthropic has no developer instructions: folded into system")
-            out.append(writer.text(block, path))
+            if writer.keep_text(block, path):
+                out.append(writer.text(block, path))
     return out
 
 
@@ -346,6 +358,12 @@ def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> di
     mpath = f"$.messages[{mi}]"
     _message_fields(m, mpath, ledger)
     role = m.role
+    shape = (m.form.get(NAME) or {}).get("content")
+    if shape == "str" and role in ("user", "assistant", "system") and _plain_text(m.blocks):
+        # The string shorthand: no block rules apply (an empty final assistant prefill stays "").
+        out: dict[str, Any] = {"role": role, "content": m.blocks[0].text}
+        out.update(m.extras.get(NAME) or {})
+        return out
     match role:
         case "system" | "developer":
             if role == "developer":
@@ -362,16 +380,19 @@ def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> di
     if not content and m.blocks:
         ledger.add("dropped", mpath, "nothing in this message can be written in anthropic")
         return None
-    out: dict[str, Any] = {"role": role}
-    shape = (m.form.get(NAME) or {}).get("content")
-    if shape == "str" and len(content) == 1 and content[0].keys() == _TEXT_KEYS:
-        out["content"] = content[0]["text"]
-    elif shape != "absent" or content:
+    out = {"role": role}
+    if shape != "absent" or content:
         out["content"] = content
     own = m.extras.get(NAME)
     if own:
         out.update(own)
     return out
+
+
+def _plain_text(blocks: tuple) -> bool:
+    """One Text with nothing but its text: what a string `content` / `system` parses into."""
+    return (len(blocks) == 1 and isinstance(blocks[0], Text) and not blocks[0].extras
+            and blocks[0].signature is None)
 
 
 def _user_run(msgs: tuple[Message, ...], start: int, stop: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
@@ -423,7 +444,8 @@ def _system_content(m: Message, mpath: str, writer: BlockWriter, ledger: Ledger)
     for bi, block in enumerate(m.blocks):
         path = f"{mpath}.blocks[{bi}]"
         if isinstance(block, Text):
-            content.append(writer.text(block, path))
+            if writer.keep_text(block, path):
+                content.append(writer.text(block, path))
         elif isinstance(block, Opaque):
             if block.provider == NAME:
                 content.append(block.payload)
@@ -454,6 +476,18 @@ def _foreign_params(extras: dict, body: dict, ledger: Ledger) -> None:
                 ledger.add("dropped", "$", f"{provider} field '{key}' has no equivalent in {NAME}")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
 def _put(body: dict, key: str, value: Any) -> bool:
     body.setdefault(key, value)
     return True
@@ -464,13 +498,13 @@ def _map_param(provider: str, key: str, value: Any, body: dict, ledger: Ledger) 
         return _put(body, "model", value)
     if provider in ("openai-chat", "openai-responses"):
         match key:
-            case "max_tokens" | "max_completion_tokens" | "max_output_tokens" if isinstance(value, int):
+            case "max_tokens" | "max_completion_tokens" | "max_output_tokens" if _is_int(value):
                 return _put(body, "max_tokens", value)
-            case "temperature" if isinstance(value, (int, float)):
+            case "temperature" if _is_number(value):
                 return _temperature(value, body, ledger, f"{provider} field 'temperature'")
-            case "top_p" if isinstance(value, (int, float)):
+            case "top_p" if _is_number(value):
                 return _put(body, "top_p", value)
-            case "stop" if isinstance(value, (str, list)):
+            case "stop" if isinstance(value, str) or _is_strings(value):
                 return _put(body, "stop_sequences", [value] if isinstance(value, str) else list(value))
             case "tool_choice":
                 choice = _openai_tool_choice(value)
@@ -487,30 +521,34 @@ def _map_param(provider: str, key: str, value: Any, body: dict, ledger: Ledger) 
                 ledger.add("dropped", "$", f"gemini field '{key}.{sub}' has no equivalent in {NAME}")
         return True
     if provider == "gemini" and key in ("toolConfig", "tool_config") and isinstance(value, dict):
-        config = value.get("functionCallingConfig", value.get("function_calling_config"))
-        choice = _gemini_tool_choice(config) if len(value) == 1 else None
-        return choice is not None and _tool_choice(body, choice)
+        for sub, v in value.items():
+            choice = _gemini_tool_choice(v) if sub in ("functionCallingConfig", "function_calling_config") else None
+            if choice is None:
+                ledger.add("dropped", "$", f"gemini field '{key}.{sub}' has no equivalent in {NAME}")
+            else:
+                _tool_choice(body, choice)
+        return True
     return False
 
 
 def _temperature(value: float, body: dict, ledger: Ledger, what: str) -> bool:
-    if value > 1:
-        ledger.add("folded", "$", f"{what} {value} is above anthropic's maximum of 1: wrote 1")
-        value = 1
-    return _put(body, "temperature", value)
+    clamped = min(max(value, 0), 1)
+    if clamped != value:
+        ledger.add("folded", "$", f"{what} {value} is outside anthropic's range 0-1: wrote {clamped}")
+    return _put(body, "temperature", clamped)
 
 
 def _gemini_generation(key: str, value: Any, body: dict, ledger: Ledger) -> bool:
     match key:
-        case "maxOutputTokens" | "max_output_tokens" if isinstance(value, int):
+        case "maxOutputTokens" | "max_output_tokens" if _is_int(value):
             return _put(body, "max_tokens", value)
-        case "temperature" if isinstance(value, (int, float)):
+        case "temperature" if _is_number(value):
             return _temperature(value, body, ledger, "gemini field 'temperature'")
-        case "topP" | "top_p" if isinstance(value, (int, float)):
+        case "topP" | "top_p" if _is_number(value):
             return _put(body, "top_p", value)
-        case "topK" | "top_k" if isinstance(value, int):
+        case "topK" | "top_k" if _is_int(value):
             return _put(body, "top_k", value)
-        case "stopSequences" | "stop_sequences" if isinstance(value, list):
+        case "stopSequences" | "stop_sequences" if _is_strings(value):
             return _put(body, "stop_sequences", list(value))
     return False
 
@@ -535,6 +573,8 @@ def _gemini_tool_choice(config: Any) -> dict | None:
     if not isinstance(config, dict):
         return None
     mode = config.get("mode")
+    if not isinstance(mode, str):
+        return None
     names = config.get("allowedFunctionNames", config.get("allowed_function_names"))
     if mode == "ANY" and isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
         return {"type": "tool", "name": names[0]}
@@ -580,6 +620,9 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         ledger.add("synthesized", "$.meta.response_id", "response had no id; wrote one derived from its content")
     if meta.model is not None:
         body["model"] = meta.model
+    elif "model" not in own:
+        body["model"] = DEFAULT_MODEL
+        ledger.add("synthesized", "$.meta.model", f"no model known; wrote {DEFAULT_MODEL}")
     body["content"] = content
     stop = meta.stop_reason
     if stop is not None and not (own_meta and stop in _STOP_REASONS):

@@ -332,6 +332,9 @@ def test_detect_shapes_and_certainty():
                              "tools": [{"type": "function", "function": {"name": "f"}}]}) is None
     assert anthropic.detect({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) is None
     assert anthropic.detect({"object": "chat.completion", "choices": []}) is None
+    responses_item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                      "content": [{"type": "output_text", "text": "hi", "annotations": []}]}
+    assert anthropic.detect(responses_item) is None
     assert anthropic.detect(_fixture("response_tool_use.json")) == ("anthropic", "response", True)
 
 
@@ -366,6 +369,28 @@ def test_detect_never_raises_and_parse_raises_only_project_errors(value):
             continue
         if found is not None and shape is None:
             anthropic.serialize(conv, shape=found.shape, ledger=Ledger("anthropic"))
+
+
+foreign_params = st.fixed_dictionaries({}, optional={
+    "openai-chat": st.dictionaries(st.sampled_from(["model", "max_tokens", "temperature", "top_p", "stop",
+                                                    "tool_choice", "parallel_tool_calls", "seed"]), json_values),
+    "openai-responses": st.dictionaries(st.sampled_from(["max_output_tokens", "tool_choice", "temperature"]),
+                                        json_values),
+    "gemini": st.dictionaries(st.sampled_from(["generationConfig", "toolConfig", "generation_config"]),
+                              json_values | st.dictionaries(st.sampled_from(
+                                  ["functionCallingConfig", "maxOutputTokens", "topK", "stopSequences"]),
+                                  json_values | st.dictionaries(st.sampled_from(
+                                      ["mode", "allowedFunctionNames"]), json_values))),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(foreign_params, st.sampled_from(["request", "response", "messages"]))
+def test_serialize_other_providers_params_never_crashes(extras, shape):
+    conv = Conversation(extras=extras, meta=Meta(stop_reason="length", usage={"prompt_tokens": 1, "x": []}),
+                        messages=(Message("user", (Text("hi"),)), Message("assistant", (Text("yo"),))))
+    body = anthropic.serialize(conv, shape=shape, ledger=Ledger("anthropic"))
+    assert body
 
 
 # --- 4. the strict request checker ----------------------------------------------------------------
@@ -570,9 +595,11 @@ def test_write_gemini_params_and_mid_conversation_instructions():
         tools=(WEATHER,), meta=Meta(model="gemini-2.5-pro"),
         extras={"gemini": {"generationConfig": {"maxOutputTokens": 99, "topK": 5, "candidateCount": 2},
                            "toolConfig": {"functionCallingConfig": {"mode": "ANY",
-                                                                    "allowedFunctionNames": ["get_weather"]}}}},
+                                                                    "allowedFunctionNames": ["get_weather"]},
+                                          "includeServerSideToolInvocations": True}}},
         messages=(
-            Message("user", (Text("hi"),)),
+            Message("assistant", (Text(" "), _call("get_weather", {"city": "Paris"}, "call_p"))),
+            Message("user", (_result("call_p", Text("")),)),
             Message("developer", (Text("switch to French"),)),
             Message("system", (Text("be terse"), Media(kind="image", url="https://x/y.png"))),
             Message("user", (Text("bonjour"),), name="pierre"),
@@ -581,14 +608,37 @@ def test_write_gemini_params_and_mid_conversation_instructions():
     assert check_request(body) == []
     assert body["max_tokens"] == 99 and body["top_k"] == 5
     assert body["tool_choice"] == {"type": "tool", "name": "get_weather"}
-    assert [m["role"] for m in body["messages"]] == ["user", "system", "system", "user"]
-    assert body["messages"][2]["content"] == [{"type": "text", "text": "be terse"}]
+    assert [m["role"] for m in body["messages"]] == ["assistant", "user", "system", "system", "user"]
+    assert body["messages"][0]["content"] == [{"type": "tool_use", "id": "call_p", "name": "get_weather",
+                                               "input": {"city": "Paris"}}]
+    assert body["messages"][1]["content"] == [{"type": "tool_result", "tool_use_id": "call_p"}]
+    assert body["messages"][3]["content"] == [{"type": "text", "text": "be terse"}]
     assert sorted(entries) == sorted([
         ("dropped", "$"),  # candidateCount
-        ("folded", "$.messages[1]"),
-        ("dropped", "$.messages[2].blocks[1]"),
-        ("dropped", "$.messages[3]"),  # participant name
+        ("dropped", "$"),  # includeServerSideToolInvocations
+        ("dropped", "$.messages[0].blocks[0]"),  # whitespace-only text
+        ("synthesized", "$.messages[0].blocks[1]"),  # a call without a provider id
+        ("dropped", "$.messages[1].blocks[0].content[0]"),  # empty result text
+        ("folded", "$.messages[2]"),
+        ("dropped", "$.messages[3].blocks[1]"),
+        ("dropped", "$.messages[4]"),  # participant name
     ])
+
+
+def test_write_reused_call_ids_get_unique_ids():
+    # tau-bench style: the same provider id on calls of two different turns.
+    conv = Conversation(meta=Meta(provider="openai-chat", model="gpt-4o"), messages=(
+        Message("user", (Text("two lookups"),)),
+        Message("assistant", (_call("f", {"n": 1}, "call_one", "call_dup"),)),
+        Message("tool", (_result("call_one", Text("1"), provider_id="call_dup"),)),
+        Message("assistant", (_call("f", {"n": 2}, "call_two", "call_dup"),)),
+        Message("tool", (_result("call_two", Text("2"), provider_id="call_dup"),)),
+    ))
+    body, entries = _write(conv)
+    assert check_request(body) == []
+    assert [m["content"][0].get("id") or m["content"][0].get("tool_use_id") for m in body["messages"][1:]] == [
+        "call_dup", "call_dup", "call_two", "call_two"]
+    assert entries == [("synthesized", "$"), ("synthesized", "$.messages[3].blocks[0]")]
 
 
 def test_write_response_from_other_origin():
