@@ -114,6 +114,8 @@ def test_corpus_session_to_conversation(path):
     assert conv.meta.shape == "session" and conv.meta.source == str(path)
     assert conv.extras["claude-code"]["session_id"] == result.session_id
     assert all("lines" in m.extras["claude-code"] for m in conv.messages)
+    kept = {r.provider_id for r in results if "claude-code" in r.extras}
+    assert kept == set(result.tool_use_results)
 
 
 @pytest.mark.usefixtures("corpus")

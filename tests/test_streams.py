@@ -273,7 +273,8 @@ def test_responses_delta_build_agrees_with_completed(item):
         if kind == "custom_tool_call":
             return kind, entry["name"], entry["input"]
         if kind == "reasoning":
-            return kind, [s["text"] for s in entry.get("summary") or []], [c["text"] for c in entry.get("content") or []]
+            return (kind, [s["text"] for s in entry.get("summary") or []],
+                    [c["text"] for c in entry.get("content") or []])
         if kind == "code_interpreter_call":
             return kind, entry.get("code")
         return (kind,)
@@ -411,7 +412,8 @@ def test_chat_reused_index_with_a_new_id_is_a_new_call():
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     calls = reassemble([
-        chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}),
+        chunk({"role": "assistant",
+               "tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}),
         chunk({"tool_calls": [{"index": 0, "id": "b", "function": {"name": "g", "arguments": "{\"x\":"}}]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
         chunk({}, "tool_calls"),
@@ -445,7 +447,8 @@ def test_several_exchanges_need_reassemble_all():
 @pytest.mark.usefixtures("corpus")
 def test_vertex_streamed_function_arguments():
     folder = CORPUS / "vercel_ai_google"
-    body = reassemble((folder / "google-stream-tool-call-array-arguments-missing-terminal-function-call.chunks.txt").read_text())
+    name = "google-stream-tool-call-array-arguments-missing-terminal-function-call.chunks.txt"
+    body = reassemble((folder / name).read_text())
     (part,) = body["candidates"][0]["content"]["parts"]
     assert part["functionCall"] == {"name": "writeItems", "args": {"operations": [
         {"action": "add", "description": "Fresh red apple", "itemid": "apple_001", "price": 0.5},

@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import msgspec
+
+from ..conversation import Conversation, ToolResult
 from ..errors import InputError, ParseError
+from . import anthropic
 
 NAME = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
@@ -214,9 +218,7 @@ class _Reader:
             src.request_id = event.get("requestId") if isinstance(event.get("requestId"), str) else None
             model = message.get("model")
             src.model = model if isinstance(model, str) else None
-            if src.model == SYNTHETIC_MODEL:
-                src.flags.setdefault("synthetic", [])
-            elif src.model and src.model not in self.result.models:
+            if src.model and src.model != SYNTHETIC_MODEL and src.model not in self.result.models:
                 self.result.models.append(src.model)
         self.assistant.add(blocks, event, line)
         if self.assistant.source.model == SYNTHETIC_MODEL:
@@ -339,15 +341,19 @@ def read_session_file(path: str | Path) -> SessionResult:
     return read_session(numbered_lines(path), str(path))
 
 
-def to_conversation(result: SessionResult, *, strict: bool = False):
+def to_conversation(result: SessionResult, *, strict: bool = False) -> Conversation:
     """The session as a canonical conversation: the anthropic codec parses the body, and the session
     metadata goes to `meta` and to `extras["claude-code"]` (per message: lines, uuids, flags)."""
-    import msgspec
-
-    from . import anthropic
-
     conv = anthropic.parse(result.body, shape="request", strict=strict)
-    messages = conv.messages
+
+    def sidecar(block):
+        # Claude Code's own record of a tool run (stdout, file contents...) rides on its result.
+        if isinstance(block, ToolResult) and block.provider_id in result.tool_use_results:
+            extras = {**block.extras, NAME: {"toolUseResult": result.tool_use_results[block.provider_id]}}
+            return msgspec.structs.replace(block, extras=extras)
+        return block
+
+    messages = tuple(msgspec.structs.replace(m, blocks=tuple(sidecar(b) for b in m.blocks)) for m in conv.messages)
     if len(messages) == len(result.sources):
         messages = tuple(msgspec.structs.replace(m, extras={**m.extras, NAME: s.to_dict()})
                          for m, s in zip(messages, result.sources))

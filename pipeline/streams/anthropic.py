@@ -16,8 +16,6 @@ from .framing import DONE, Event
 NAME = "anthropic"
 EVENT_TYPES = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop",
                          "message_delta", "message_stop", "ping"})
-# Blocks whose `input` arrives as input_json_delta fragments.
-_INPUT_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 def claims(data: Any) -> bool:
@@ -56,8 +54,6 @@ class _Message:
                 self.started.add(index)
                 self.blocks[index] = own(need_dict(event, data.get("content_block"), "'content_block'"))
                 self.open[index] = event
-                if self.blocks[index].get("type") in _INPUT_BLOCKS:
-                    self.json_parts[index] = []
             case "content_block_delta":
                 self._delta(event, self._open_block(event), need_dict(event, data.get("delta"), "'delta'"))
             case "content_block_stop":
@@ -99,18 +95,17 @@ class _Message:
         index, block = target
         kind = delta.get("type")
         match kind:
-            case "text_delta":
-                block["text"] = (block.get("text") or "") + need_str(event, delta.get("text"), "'text'")
-            case "thinking_delta":
-                block["thinking"] = (block.get("thinking") or "") + need_str(event, delta.get("thinking"), "'thinking'")
-            case "signature_delta":
-                block["signature"] = (block.get("signature") or "") + need_str(event, delta.get("signature"), "'signature'")
+            case "text_delta" | "thinking_delta" | "signature_delta":
+                key = kind.removesuffix("_delta")
+                block[key] = (block.get(key) or "") + need_str(event, delta.get(key), f"'{key}'")
             case "input_json_delta":
-                if index not in self.json_parts:
-                    raise invalid(event, f"input_json_delta for a {block.get('type')!r} block, which has no input")
-                self.json_parts[index].append(need_str(event, delta.get("partial_json"), "'partial_json'"))
+                # Any block may stream its input so (newer server tools too), not only the known ones.
+                parts = self.json_parts.setdefault(index, [])
+                parts.append(need_str(event, delta.get("partial_json"), "'partial_json'"))
             case "citations_delta":
-                block.setdefault("citations", []).append(own(delta.get("citation")))
+                if not isinstance(block.get("citations"), list):
+                    block["citations"] = []  # text blocks may start with "citations": null
+                block["citations"].append(own(delta.get("citation")))
             case _:
                 # Newer block kinds stream a string field the same way (compaction_delta -> content).
                 fields = {k: v for k, v in delta.items() if k != "type"}

@@ -180,7 +180,8 @@ class _Candidate:
                 # A continuation of the open call: more partialArgs, or a bare willContinue marker.
                 for partial in call.get("partialArgs") or ():
                     self.streamed.apply(event, partial)
-                self.streamed.part.update(own({k: v for k, v in part.items() if k not in ("functionCall", "function_call")}))
+                self.streamed.part.update(own({k: v for k, v in part.items()
+                                               if k not in ("functionCall", "function_call")}))
                 if not call.get("willContinue"):
                     self._close_streamed()
                 return
@@ -285,7 +286,8 @@ class _Response:
 
 def _has_parts(chunk: dict) -> bool:
     for candidate in chunk.get("candidates") or ():
-        if isinstance(candidate, dict) and isinstance(candidate.get("content"), dict) and candidate["content"].get("parts"):
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        if isinstance(content, dict) and content.get("parts"):
             return True
     return False
 
