@@ -6,8 +6,10 @@ Parsing raises only ParseError with the JSON path; writing reports every diverge
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from ..conversation import Media, Opaque, Reasoning, Text, Tool
@@ -483,3 +485,51 @@ def _tool_choice_from_gemini(config: Any) -> Any:
     if names:
         return UNSET  # a subset of tools has no plain Chat tool_choice
     return {"AUTO": "auto", "ANY": "required", "NONE": "none"}.get(mode, UNSET)
+
+
+# --- shared by parse and write ----------------------------------------------------------------
+
+_JSON = msgspec.json.Decoder()  # exact big integers, unlike orjson (which turns them into floats)
+
+
+def loads(raw: str) -> tuple[Any, bool]:
+    try:
+        return _JSON.decode(raw), True
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
+        pass
+    except RecursionError:
+        return UNSET, False  # nested past any sane depth: the raw string stays the truth
+    try:  # valid JSON that msgspec refuses, such as escaped lone surrogates
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), True
+    except (ValueError, RecursionError):
+        return UNSET, False
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} overflows a double")
+    return value
+
+
+def default_mode(content: list | tuple, role: str, has_calls: bool) -> str:
+    """How the serializer writes `content` (given the blocks or parts that go into it) when no form
+    says otherwise: a lone plain text as a string, nothing as null beside calls, else a list."""
+    if not content:
+        return "null" if has_calls and role == "assistant" else "string"
+    if len(content) == 1 and is_plain_text(content[0]):
+        return "string"
+    return "list"
+
+
+def default_lead(system: tuple, developer: tuple) -> list:
+    lead = []
+    if system:
+        lead.append(["system", len(system), default_mode(system, "system", False)])
+    if developer:
+        lead.append(["developer", len(developer), default_mode(developer, "developer", False)])
+    return lead

@@ -1,5 +1,7 @@
 """OpenAI Chat Completions: request bodies, bare message lists and `chat.completion` response objects.
 
+`serialize` lives in `_openai_chat_write.py`, content parts and tools in `_openai_chat_blocks.py`.
+
 Layout hints that the canonical fields cannot express (content was a string or a list or null, a key
 was present with null, the order of leading instruction messages) go to `form["openai-chat"]`, only
 when they differ from what the serializer writes by default. Data without a canonical field goes to
@@ -9,26 +11,21 @@ when they differ from what the serializer writes by default. Data without a cano
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime, timezone
-from typing import Any, assert_never
+from typing import Any
 
 import msgspec
-import orjson
 from msgspec import UNSET
 
 from ..conversation import Conversation, Media, Message, Meta, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
-from ..errors import ConversionError, ParseError
+from ..errors import ParseError, ShapeError
 from ..ids import CallIds
-from ..ledger import Ledger
 from . import _openai_chat_blocks as blocks
 from ._openai_chat_blocks import NAME, missing, opt_str, parse_part, req_dict, req_str, rest, wrong
-from .base import SHAPES, CallIndex, Detection, ledger_foreign_extras
+from ._openai_chat_write import MAX_ID_LEN, serialize
+from .base import SHAPES, CallIndex, Detection
 
-__all__ = ["NAME", "detect", "parse", "serialize"]
-
-MAX_ID_LEN = 40  # OpenAI rejects longer tool call ids
+__all__ = ["MAX_ID_LEN", "NAME", "detect", "parse", "serialize"]
 
 # --- detect ---------------------------------------------------------------------------------------
 
@@ -192,7 +189,7 @@ class _Parser:
     def plain(self, m: dict, role: str, path: str) -> Message:
         found, mode = self.content(m, path)
         form: dict[str, Any] = {}
-        if mode != _default_mode(found, role, False):
+        if mode != blocks.default_mode(found, role, False):
             form["content"] = mode
         name = opt_str(m, "name", path)
         weight = _weight(m, path)
@@ -245,7 +242,7 @@ class _Parser:
             has_calls = True
         elif legacy is not None:
             raise wrong(f"{path}.function_call", "'function_call'", "an object", legacy)
-        if mode != _default_mode(found, "assistant", has_calls):
+        if mode != blocks.default_mode(found, "assistant", has_calls):
             form["content"] = mode
         name = opt_str(m, "name", path)
         weight = _weight(m, path)
@@ -283,7 +280,7 @@ class _Parser:
                 raise ParseError(f"a {role} message holds text parts only", path=f"{path}.content[{j}]",
                                  code="unknown_block")
         form: dict[str, Any] = {}
-        if mode != _default_mode(found, "tool", False):
+        if mode != blocks.default_mode(found, "tool", False):
             form["content"] = mode
         name = m.get("name")
         if role == "tool":
@@ -358,7 +355,7 @@ class _Parser:
     def _function_call(self, name: str, raw: Any, path: str, provider_id: str | None, extras: dict,
                        form: dict) -> ToolCall:
         if type(raw) is str:
-            arguments, valid = _loads(raw)
+            arguments, valid = blocks.loads(raw)
             canonical = self.ids.new(name, arguments, raw_arguments=raw)
             call = ToolCall(id=canonical, name=name, arguments=arguments, raw_arguments=raw, arguments_valid=valid,
                             provider_id=provider_id, extras={NAME: extras} if extras else {},
@@ -377,33 +374,6 @@ class _Parser:
     def _note(self) -> None:
         if not self.notes:
             self.notes.append(_LEGACY_NOTE)
-
-
-_json = msgspec.json.Decoder()  # exact big integers, unlike orjson (which turns them into floats)
-
-
-def _loads(raw: str) -> tuple[Any, bool]:
-    try:
-        return _json.decode(raw), True
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
-        pass
-    except RecursionError:
-        return UNSET, False  # nested past any sane depth: the raw string stays the truth
-    try:  # valid JSON that msgspec refuses, such as escaped lone surrogates
-        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), True
-    except (ValueError, RecursionError):
-        return UNSET, False
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} overflows a double")
-    return value
 
 
 def _unknown(obj: dict, known: frozenset[str]) -> dict | None:
@@ -427,31 +397,11 @@ def _nulls(m: dict, keys: tuple[str, ...], form: dict) -> None:
         form["null"] = form.get("null", []) + nulls
 
 
-def _default_mode(content: list | tuple, role: str, has_calls: bool) -> str:
-    """How the serializer writes `content` (given the blocks or parts that go into it) when no form
-    says otherwise: a lone plain text as a string, nothing as null beside calls, else a list."""
-    if not content:
-        return "null" if has_calls and role == "assistant" else "string"
-    if len(content) == 1 and blocks.is_plain_text(content[0]):
-        return "string"
-    return "list"
-
-
-def _default_lead(system: tuple, developer: tuple) -> list:
-    lead = []
-    if system:
-        lead.append(["system", len(system), _default_mode(system, "system", False)])
-    if developer:
-        lead.append(["developer", len(developer), _default_mode(developer, "developer", False)])
-    return lead
-
-
 def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversation:
     if shape is None:
         found = detect(obj)
         if found is None:
-            raise ParseError("not an OpenAI Chat Completions request, message list or response", path="$",
-                             code="unknown_shape")
+            raise ShapeError("not an OpenAI Chat Completions request, message list or response", path="$")
         shape = found.shape
     if shape == "request":
         return _parse_request(obj, strict)
@@ -461,7 +411,7 @@ def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversat
         return _parse_messages(obj, "$", strict, {}, Meta(provider=NAME, shape="messages"))
     if shape == "response":
         return _parse_response(obj, strict)
-    raise ParseError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", path="$", code="unknown_shape")
+    raise ShapeError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", path="$")
 
 
 _REQUEST_KEYS = frozenset(("messages", "tools", "functions"))
@@ -515,7 +465,7 @@ def _parse_messages(messages: list, base: str, strict: bool, form: dict, meta: M
         (system if m["role"] == "system" else developer).extend(found)
         lead.append([m["role"], len(found), mode])
         start += 1
-    if lead != _default_lead(tuple(system), tuple(developer)):
+    if lead != blocks.default_lead(tuple(system), tuple(developer)):
         form["lead"] = lead
     out = [parser.message(m, f"{base}[{i}]") for i, m in enumerate(messages[start:], start)]
     if parser.notes:
@@ -564,514 +514,3 @@ def _iso(created: Any) -> str | None:
         return datetime.fromtimestamp(created, timezone.utc).isoformat().replace("+00:00", "Z")
     except (OverflowError, OSError, ValueError):
         return None
-
-
-# --- serialize ------------------------------------------------------------------------------------
-
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length",
-           "pause_turn": "stop", "refusal": "content_filter", "STOP": "stop", "MAX_TOKENS": "length",
-           "SAFETY": "content_filter", "RECITATION": "content_filter", "completed": "stop",
-           "incomplete": "length", "stop": "stop", "length": "length", "tool_calls": "tool_calls",
-           "content_filter": "content_filter", "function_call": "function_call"}
-
-
-class _Writer:
-    """Writes canonical messages as Chat messages, collecting ledger entries."""
-
-    def __init__(self, conv: Conversation, ledger: Ledger, shape: str) -> None:
-        self.conv = conv
-        self.ledger = ledger
-        self.verbatim_ids = shape == "response"
-        self.same_format = conv.meta.provider == NAME
-        self.out: list[dict] = []
-        self.emitted: dict[str, str] = {}  # canonical call id -> id written on the call
-        self.legacy_calls: set[str] = set()
-        self.moved: list[dict] = []  # media parts of tool results, waiting for the next user message
-
-    def emit(self, message: dict) -> None:
-        if self.moved and message["role"] != "tool" and message["role"] != "function":
-            self.flush()
-        self.out.append(message)
-
-    def flush(self) -> None:
-        if self.moved:
-            self.out.append({"role": "user", "content": self.moved})
-            self.moved = []
-
-    # Instructions and messages --------------------------------------------------------------------
-
-    def instructions(self) -> None:
-        conv = self.conv
-        lead = (conv.form.get(NAME) or {}).get("lead")
-        if lead is None or not _lead_fits(lead, conv.system, conv.developer):
-            lead = _default_lead(conv.system, conv.developer)
-        taken = {"system": 0, "developer": 0}
-        for role, count, mode in lead:
-            source = conv.system if role == "system" else conv.developer
-            first = taken[role]
-            taken[role] = first + count
-            parts = []
-            for i in range(first, first + count):
-                block = source[i]
-                path = f"$.{role}[{i}]"
-                if type(block) is Text:
-                    parts.append(block)
-                    if block.signature is not None:
-                        self.ledger.add("dropped", path, "signature on instruction text has no place in Chat")
-                else:
-                    self.ledger.add("dropped", path, f"{block.kind} in {role} instructions: Chat {role} messages hold text only")
-            content = _content(parts, mode)
-            self.emit({"role": role, "content": content} if content is not UNSET else {"role": role})
-
-    def messages(self) -> list[dict]:
-        self.instructions()
-        for mi, message in enumerate(self.conv.messages):
-            if message.role == "assistant":
-                self.emit_assistant(mi, message)
-            else:
-                self.emit_plain(mi, message)
-        self.flush()
-        return self.out
-
-    def emit_plain(self, mi: int, message: Message) -> None:
-        """user, system, developer and tool messages: results become tool messages, the rest one
-        message of the same role (user for a canonical tool message)."""
-        role = message.role
-        own_form = message.form.get(NAME) or {}
-        parts: list = []
-        results = 0
-        ledger = self.ledger
-        text_only = (role == "system" or role == "developer") and not self.same_format
-        for bi, block in enumerate(message.blocks):
-            path = f"$.messages[{mi}].blocks[{bi}]"
-            match block:
-                case Text():
-                    parts.append(block)
-                    if block.signature is not None:
-                        ledger.add("dropped", path, "text signature has no place in Chat Completions")
-                case Media():
-                    if text_only:
-                        ledger.add("dropped", path, f"{block.kind} in a {role} message: Chat {role} messages hold text only")
-                        continue
-                    part = blocks.media_part(block, path, ledger, self.same_format)
-                    if part is not None:
-                        parts.append(part)
-                case ToolResult():
-                    if parts:
-                        ledger.add("reordered", path, "tool result written before the content that preceded it: "
-                                   "Chat tool messages must directly follow the calls")
-                    self.emit_result(mi, bi, block, message)
-                    results += 1
-                case ToolCall():
-                    ledger.add("dropped", path, f"tool call in a {role} message: Chat carries calls on assistant messages only")
-                case Reasoning():
-                    if block.origin == NAME and (block.form.get(NAME) or {}).get("part") == "thinking":
-                        parts.append(blocks.thinking_part(block))
-                    else:
-                        ledger.add("dropped", path, f"reasoning in a {role} message has no place in Chat Completions")
-                case Opaque():
-                    if block.provider == NAME:
-                        parts.append(dict(block.payload) if type(block.payload) is dict else block.payload)
-                case _:
-                    assert_never(block)
-        if results and not parts:
-            return
-        if role == "tool":
-            if parts:
-                ledger.add("moved", f"$.messages[{mi}]", "content beside tool results written as a user message")
-            role = "user"
-        out: dict[str, Any] = {"role": role}
-        mode = own_form.get("content") or _default_mode(parts, role, False)
-        content = _content(parts, mode)
-        if content is not UNSET:
-            out["content"] = content
-        self._message_fields(message, out, own_form)
-        self.emit(out)
-
-    def emit_assistant(self, mi: int, message: Message) -> None:
-        own_form = message.form.get(NAME) or {}
-        ledger = self.ledger
-        parts: list = []
-        out: dict[str, Any] = {"role": "assistant"}
-        calls: list = []
-        results: list = []
-        seen_call = False
-        for bi, block in enumerate(message.blocks):
-            path = f"$.messages[{mi}].blocks[{bi}]"
-            match block:
-                case Text():
-                    if block.signature is not None:
-                        ledger.add("dropped", path, "text signature has no place in Chat Completions")
-                    if (block.form.get(NAME) or {}).get("field") and "refusal" not in out:
-                        out["refusal"] = block.text
-                        continue
-                    if seen_call:
-                        ledger.add("reordered", path, "text after a tool call written before the calls: "
-                                   "Chat has one content before its tool_calls")
-                    parts.append(block)
-                case ToolCall():
-                    calls.append((bi, block))
-                    seen_call = True
-                case Reasoning():
-                    self.reasoning(block, path, parts, out, seen_call)
-                case Opaque():
-                    if block.provider != NAME:
-                        continue  # ledgered by the foreign-extras walk
-                    if block.item_type == "assistant.audio":
-                        out["audio"] = block.payload
-                    elif block.role_hint == "call":
-                        calls.append((bi, block))
-                        seen_call = True
-                    else:
-                        parts.append(block.payload)
-                case Media():
-                    ledger.add("dropped", path, f"{block.kind} in an assistant message: Chat assistant content holds text only")
-                case ToolResult():
-                    results.append((bi, block))
-                case _:
-                    assert_never(block)
-        if calls:
-            self.write_calls(mi, calls, out, own_form)
-        elif own_form.get("empty_calls"):
-            out["tool_calls"] = []
-        has_calls = "tool_calls" in out or "function_call" in out
-        mode = own_form.get("content") or _default_mode(parts, "assistant", has_calls)
-        content = _content(parts, mode)
-        if content is not UNSET:
-            out["content"] = content
-        self._message_fields(message, out, own_form)
-        self.emit(out)
-        for bi, block in results:
-            ledger.add("moved", f"$.messages[{mi}].blocks[{bi}]", "tool result in an assistant message written as a tool message after it")
-            self.emit_result(mi, bi, block, message)
-
-    def reasoning(self, block: Reasoning, path: str, parts: list, out: dict, late: bool) -> None:
-        if block.origin != NAME:
-            what = [name for name, value in (("text", block.text), ("summary", block.summary),
-                                              ("signature", block.signature), ("redacted data", block.redacted),
-                                              ("encrypted content", block.encrypted), ("item id", block.item_id))
-                    if value]
-            self.ledger.add("dropped", path, f"{block.origin or 'unknown'} reasoning ({', '.join(what) or 'empty'}) "
-                            "has no place in Chat Completions requests")
-            return
-        form = block.form.get(NAME) or {}
-        if form.get("part") == "thinking":
-            parts.append(blocks.thinking_part(block))
-            return
-        if late or parts:
-            self.ledger.add("reordered", path, "reasoning written as a message field, before the content")
-        for key in form.get("keys", ("reasoning_content",)):
-            out[key] = block.text
-
-    def write_calls(self, mi: int, calls: list, out: dict, own_form: dict) -> None:
-        ledger = self.ledger
-        if len(calls) == 1 and type(calls[0][1]) is ToolCall and (calls[0][1].form.get(NAME) or {}).get("legacy"):
-            bi, call = calls[0]
-            fn = {"name": call.name, "arguments": self.arguments(call, f"$.messages[{mi}].blocks[{bi}]")}
-            fn.update((call.extras.get(NAME) or {}).get("$function") or {})
-            out["function_call"] = fn
-            self.legacy_calls.add(call.id)
-            return
-        written = []
-        for bi, call in calls:
-            path = f"$.messages[{mi}].blocks[{bi}]"
-            if type(call) is Opaque:
-                written.append(dict(call.payload) if type(call.payload) is dict else call.payload)
-                continue
-            own = call.extras.get(NAME) or {}
-            form = call.form.get(NAME) or {}
-            if call.signature is not None:
-                ledger.add("dropped", path, "thought signature on the call has no place in Chat Completions")
-            if call.kind == "hosted":
-                ledger.add("dropped", path, f"hosted tool call '{call.name}' has no equivalent in Chat Completions")
-                continue
-            item: dict[str, Any] = {}
-            if not form.get("no_id"):
-                item["id"] = self.call_id(call, path)
-            else:
-                self.emitted[call.id] = call.provider_id or call.id
-            if call.kind == "custom":
-                item["type"] = "custom"
-                if type(call.arguments) is str:
-                    text = call.arguments
-                else:
-                    text = self.arguments(call, path)
-                    ledger.add("folded", path, "custom tool input was not text: written as JSON text")
-                custom = {"name": call.name, "input": text}
-                custom.update(own.get("$custom") or {})
-                item["custom"] = custom
-            else:
-                if not form.get("no_type"):
-                    item["type"] = "function"
-                fn = {"name": call.name, "arguments": self.arguments(call, path)}
-                fn.update(own.get("$function") or {})
-                item["function"] = fn
-            item.update((k, v) for k, v in own.items() if k[0] != "$")
-            written.append(item)
-        if written or own_form.get("empty_calls"):
-            out["tool_calls"] = written
-
-    def arguments(self, call: ToolCall, path: str) -> Any:
-        raw = call.raw_arguments
-        if raw is not None:
-            if not call.arguments_valid:
-                return raw  # the string is the truth; Chat carries strings as they are
-            if _loads(raw)[0] == call.arguments:
-                return raw
-        if call.arguments is UNSET:
-            self.ledger.add("synthesized", path, "call without arguments: wrote '{}'")
-            return "{}"
-        if (call.form.get(NAME) or {}).get("object_arguments"):
-            return call.arguments
-        try:
-            return orjson.dumps(call.arguments).decode()
-        except TypeError:
-            return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
-
-    def call_id(self, call: ToolCall, path: str) -> str:
-        pid = call.provider_id
-        if pid is not None and (self.verbatim_ids or 0 < len(pid) <= MAX_ID_LEN):
-            written = pid
-        elif pid is None:
-            self.ledger.add("synthesized", path, "call without a provider id: wrote its canonical id")
-            written = call.id
-        else:
-            self.ledger.add("synthesized", path, f"call id '{pid}' is not a valid Chat id (1 to {MAX_ID_LEN} "
-                            "characters): wrote the canonical id")
-            written = call.id
-        self.emitted[call.id] = written
-        return written
-
-    def result_id(self, result: ToolResult, path: str) -> str:
-        if result.call_id is not None and result.call_id in self.emitted:
-            return self.emitted[result.call_id]
-        pid = result.provider_id
-        if pid is not None and 0 < len(pid) <= MAX_ID_LEN:
-            return pid
-        if result.call_id is not None:
-            if pid is not None:
-                self.ledger.add("synthesized", path, f"result id '{pid}' is not a valid Chat id: wrote the canonical id")
-            return result.call_id
-        self.ledger.add("synthesized", path, "result of no known call and without an id: wrote a placeholder id")
-        return "call_" + hashlib.blake2b(path.encode(), digest_size=12).hexdigest()
-
-    def emit_result(self, mi: int, bi: int, result: ToolResult, message: Message) -> None:
-        ledger = self.ledger
-        path = f"$.messages[{mi}].blocks[{bi}]"
-        form = result.form.get(NAME) or {}
-        legacy = form.get("legacy") and (result.call_id is None or result.call_id in self.legacy_calls)
-        parts: list = []
-        for ci, item in enumerate(result.content):
-            cpath = f"{path}.content[{ci}]"
-            if type(item) is Text:
-                parts.append(item)
-                continue
-            part = blocks.media_part(item, cpath, ledger, self.same_format)
-            if part is None:
-                continue
-            if part["type"] == "text":
-                parts.append(Text(part["text"]))
-                continue
-            ledger.add("moved", cpath, f"{item.kind} returned by a tool moved to a following user message: "
-                       "Chat tool messages hold text only")
-            self.moved.append(part)
-        if result.output is not UNSET:
-            try:
-                text = orjson.dumps(result.output).decode()
-            except TypeError:
-                text = json.dumps(result.output, ensure_ascii=False)
-            parts.append(Text(text))
-            ledger.add("folded", path, "structured tool output written as JSON text")
-        if result.is_error:
-            ledger.add("folded", path, "is_error has no field in Chat Completions: folded into the text as 'Error: '")
-            if parts and type(parts[0]) is Text:
-                parts[0] = Text("Error: " + parts[0].text, extras=parts[0].extras)
-            else:
-                parts.insert(0, Text("Error:"))
-        if result.signature is not None:
-            ledger.add("dropped", path, "signature on the tool result has no place in Chat Completions")
-        mode = form.get("content") or _default_mode(parts, "tool", False)
-        out: dict[str, Any]
-        if legacy:
-            out = {"role": "function", "name": result.name or ""}
-        else:
-            out = {"role": "tool", "tool_call_id": self.result_id(result, path)}
-            if form.get("name"):
-                out["name"] = result.name
-        for key in form.get("null", ()):
-            out[key] = None
-        content = _content(parts, mode)
-        if content is not UNSET:
-            out["content"] = content
-        if len(message.blocks) == 1:
-            out.update(message.extras.get(NAME) or {})
-        self.emit(out)
-
-    def _message_fields(self, message: Message, out: dict, own_form: dict) -> None:
-        if message.name is not None:
-            out["name"] = message.name
-        if message.weight is not None:
-            out["weight"] = message.weight
-        for key in own_form.get("null", ()):
-            out.setdefault(key, None)
-        own = message.extras.get(NAME)
-        if own:
-            out.update(own)
-
-
-def _lead_fits(lead: Any, system: tuple, developer: tuple) -> bool:
-    counts = {"system": 0, "developer": 0}
-    for role, count, _ in lead:
-        counts[role] += count
-    return counts["system"] == len(system) and counts["developer"] == len(developer)
-
-
-def _content(parts: list, mode: str) -> Any:
-    """`content` from Text blocks and ready part dicts, in the layout asked for when it still fits."""
-    if not parts:
-        if mode == "null":
-            return None
-        if mode == "absent":
-            return UNSET
-        if mode == "list":
-            return []
-        return ""
-    if mode == "string" and len(parts) == 1 and blocks.is_plain_text(parts[0]):
-        return parts[0].text
-    return [blocks.text_part(p) if type(p) is Text else p for p in parts]
-
-
-def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None = None) -> Any:
-    if ledger is None:
-        ledger = Ledger(NAME)
-    if shape not in SHAPES:
-        raise ConversionError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
-    mapped: dict[str, Any] = {}
-    walk = conv
-    if shape == "request" and any(p != NAME for p in conv.extras):
-        mapped, used = blocks.map_foreign_params(conv.extras)
-        if used:
-            kept = {p: {k: v for k, v in values.items() if k not in used.get(p, ())} for p, values in conv.extras.items()}
-            walk = msgspec.structs.replace(conv, extras={p: v for p, v in kept.items() if v})
-    ledger_foreign_extras(walk, NAME, ledger)
-    writer = _Writer(conv, ledger, shape)
-    if shape == "response":
-        return _write_response(conv, writer, ledger)
-    messages = writer.messages()
-    own = conv.extras.get(NAME) or {}
-    if shape == "messages":
-        for key in own:
-            ledger.add("dropped", "$", f"request parameter '{key}' has no place in a bare message list")
-        for ti in range(len(conv.tools)):
-            ledger.add("dropped", f"$.tools[{ti}]", "tool definitions have no place in a bare message list")
-        return messages
-    body: dict[str, Any] = {}
-    for key, value in own.items():
-        if key[0] == "$":
-            ledger.add("dropped", "$", f"response field '{key[1:]}' has no place in a request body")
-        else:
-            body[key] = value
-    for key, value in mapped.items():
-        body.setdefault(key, value)
-    if "model" not in body and conv.meta.model is not None:
-        body["model"] = conv.meta.model
-    body["messages"] = messages
-    form = conv.form.get(NAME) or {}
-    tools: list = []
-    functions: list = []
-    for ti, tool in enumerate(conv.tools):
-        written, legacy = blocks.write_tool(tool, f"$.tools[{ti}]", ledger)
-        if written is not None:
-            (functions if legacy else tools).append(written)
-    for key, values in (("tools", tools), ("functions", functions)):
-        if values or key in form.get("empty", ()):
-            body[key] = values
-        elif key in form.get("null", ()):
-            body[key] = None
-    return body
-
-
-def _write_response(conv: Conversation, writer: _Writer, ledger: Ledger) -> dict:
-    own = conv.extras.get(NAME) or {}
-    last = None
-    for mi in range(len(conv.messages) - 1, -1, -1):
-        if conv.messages[mi].role == "assistant":
-            last = mi
-            break
-    for mi in range(len(conv.messages)):
-        if mi != last:
-            ledger.add("dropped", f"$.messages[{mi}]", "a response object holds only the last assistant turn")
-    for name, values in (("system", conv.system), ("developer", conv.developer), ("tools", conv.tools)):
-        for i in range(len(values)):
-            ledger.add("dropped", f"$.{name}[{i}]", "a response object holds only the last assistant turn")
-    for key in own:
-        if key[0] != "$":
-            ledger.add("dropped", "$", f"request parameter '{key}' has no place in a response object")
-    response = dict(own.get("$response") or {})
-    if last is None:
-        if "$choice" in own or not conv.messages and "$response" in own:
-            response["choices"] = []
-            return response
-        raise ConversionError("no assistant message to write as a response", path="$.messages", code="no_assistant")
-    writer.emit_assistant(last, conv.messages[last])
-    message = writer.out[0]
-    for extra in writer.out[1:]:
-        ledger.add("dropped", f"$.messages[{last}]", f"a {extra['role']} message cannot be part of a response object")
-    meta = conv.meta
-    if "$response" not in own:
-        response["id"] = meta.response_id or _synthetic_id(conv, last, ledger)
-        response["object"] = "chat.completion"
-        response["created"] = _created(meta.created, ledger)
-        response["model"] = meta.model or ""
-        usage = _usage(meta.usage, ledger)
-        if usage is not None:
-            response["usage"] = usage
-    choice = dict(own["$choice"]) if "$choice" in own else {
-        "index": 0, "finish_reason": _finish(meta.stop_reason, message, ledger), "logprobs": None}
-    choice["message"] = message
-    response["choices"] = [choice, *own.get("$more_choices", ())]
-    return response
-
-
-def _synthetic_id(conv: Conversation, last: int, ledger: Ledger) -> str:
-    ledger.add("synthesized", "$.meta.response_id", "no response id: wrote one derived from the message")
-    digest = hashlib.blake2b(msgspec.json.encode(conv.messages[last]), digest_size=12).hexdigest()
-    return f"chatcmpl-{digest}"
-
-
-def _created(created: str | None, ledger: Ledger) -> int:
-    if created is not None:
-        try:
-            return int(datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            if created.isdigit():
-                return int(created)
-    ledger.add("synthesized", "$.meta.created", "no creation time: wrote 0")
-    return 0
-
-
-def _usage(usage: Any, ledger: Ledger) -> dict | None:
-    if usage is UNSET or usage is None:
-        return None
-    if type(usage) is dict:
-        if "prompt_tokens" in usage:
-            return usage
-        for prompt, completion in (("input_tokens", "output_tokens"), ("promptTokenCount", "candidatesTokenCount"),
-                                   ("prompt_token_count", "candidates_token_count")):
-            p, c = usage.get(prompt), usage.get(completion)
-            if type(p) is int and type(c) is int:
-                if len(usage) > 2:
-                    ledger.add("dropped", "$.meta.usage", "usage counters other than prompt and completion tokens")
-                return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-    ledger.add("dropped", "$.meta.usage", "usage in a shape Chat Completions cannot express")
-    return None
-
-
-def _finish(reason: str | None, message: dict, ledger: Ledger) -> str:
-    if reason is None:
-        return "tool_calls" if message.get("tool_calls") else "stop"
-    mapped = _FINISH.get(reason)
-    if mapped is None:
-        ledger.add("folded", "$.meta.stop_reason", f"stop reason '{reason}' has no Chat equivalent: wrote 'stop'")
-        return "stop"
-    return mapped

@@ -17,7 +17,7 @@ from formats.accept_openai_chat import check_request
 from pipeline.conversation import (
     Conversation, Media, Message, Meta, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult,
 )
-from pipeline.errors import ParseError, SftprepError
+from pipeline.errors import ParseError, SftprepError, ShapeError
 from pipeline.formats import openai_chat as oc
 from pipeline.ids import CallIds
 from pipeline.ledger import Ledger
@@ -344,7 +344,7 @@ def test_bad_response_and_messages_name_the_path():
     with pytest.raises(ParseError) as err:
         oc.parse([{"role": "user", "content": "a"}, {"role": "assistant", "refusal": 1}], shape="messages")
     assert err.value.path == "$[1].refusal"
-    with pytest.raises(ParseError):
+    with pytest.raises(ShapeError):
         oc.parse("not a body")
 
 
