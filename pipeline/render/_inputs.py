@@ -1,0 +1,450 @@
+"""From a canonical Conversation to what a chat template reads (Hugging Face style messages and tools),
+with every block's content wrapped in private-use sentinel characters so the renderer can find where
+each block landed in the rendered text.
+
+Sentinels: each marked piece gets an open and a close character from the supplementary private-use
+planes (U+F0000..U+10FFFD); two more mark `{% generation %}` regions. Nothing a template does with a
+plain string (concatenation, `tojson` quoting with ensure_ascii=False) disturbs them, and the renderer
+checks that each appears exactly once, in order.
+
+What a template cannot carry goes to the ledger here, with the block's path: the conversion is the one
+place that decides, so parse-back can compare against exactly what was declared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, NamedTuple, assert_never
+
+from msgspec import UNSET
+
+from ..conversation import (ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall,
+                            ToolResult)
+from ..errors import RenderError
+from ..ledger import Ledger
+
+GEN_OPEN = "\U000F0000"
+GEN_CLOSE = "\U000F0001"
+MARK_RE = re.compile("[\U000F0000-\U000FFFFD\U00100000-\U0010FFFD]")
+_PLANE = 0xFFFE  # usable code points per private-use plane
+
+
+def mark_char(index: int) -> str:
+    if index < _PLANE:
+        return chr(0xF0000 + index)
+    if index < 2 * _PLANE:
+        return chr(0x100000 + index - _PLANE)
+    raise RenderError("conversation too large to mark (more than 65,000 rendered pieces)", code="render_too_large")
+
+
+def mark_index(char: str) -> int:
+    code = ord(char)
+    return code - 0xF0000 if code < 0x100000 else code - 0x100000 + _PLANE
+
+
+SpanKind = Literal["system", "developer", "tools", "text", "tool_call", "tool_result", "reasoning", "media",
+                   "scaffold", "format", "eot"]
+
+
+class BlockRef(NamedTuple):
+    """A block of the canonical conversation. `message` is None for system/developer/tool blocks,
+    whose `block` indexes conv.system, conv.developer or conv.tools (told apart by `kind`)."""
+
+    kind: SpanKind
+    message: int | None
+    block: int | None
+    path: str
+
+
+class _MarkedDict(dict):
+    """A dict whose `tojson` output the renderer can find (the `tojson` filter adds the sentinels)."""
+
+    __slots__ = ("sftprep_marks",)
+
+
+class Marks:
+    """Allocates sentinel pairs; `refs[i]` is the block of pair i. Disabled, it returns values unchanged
+    (used to render the same inputs without sentinels and compare)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.refs: list[BlockRef] = []
+
+    def _pair(self, ref: BlockRef) -> tuple[str, str]:
+        i = len(self.refs)
+        self.refs.append(ref)
+        return mark_char(2 + 2 * i), mark_char(3 + 2 * i)
+
+    def text(self, value: str, ref: BlockRef, *, anchor: bool = False) -> str:
+        """`value` wrapped in a sentinel pair. Empty strings stay empty (templates test truthiness)
+        unless `anchor`: then an empty pair still shows where the block went."""
+        if not self.enabled or (not value and not anchor):
+            return value
+        if MARK_RE.search(value):
+            raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
+                              "renderer uses as span markers", path=ref.path, code="render_private_use")
+        start, end = self._pair(ref)
+        return start + value + end
+
+    def json(self, value: dict, ref: BlockRef) -> dict:
+        if not self.enabled:
+            return value
+        marked = _MarkedDict(value)
+        marked.sftprep_marks = self._pair(ref)
+        if MARK_RE.search(json.dumps(value, ensure_ascii=False)):
+            raise RenderError("JSON holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
+                              "renderer uses as span markers", path=ref.path, code="render_private_use")
+        return marked
+
+
+def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+           sort_keys: bool = False) -> str:
+    """transformers' `tojson` (json.dumps, non-ASCII kept, `indent` honoured), plus sentinels."""
+    out = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    marks = getattr(value, "sftprep_marks", None)
+    return marks[0] + out + marks[1] if marks else out
+
+
+class TemplateInputs(NamedTuple):
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class InputPolicy:
+    """What a family's template can carry, and how the rest is handled (each with a ledger entry)."""
+
+    target: str
+    reasoning: Literal["drop", "field"] = "drop"  # "field": reasoning_content / thinking on the message
+    developer: Literal["system", "developer"] = "system"  # "system": folded into the system message
+    default_system: str | None = None  # what the template writes when there is no system message
+    text_joiner: str = "\n"  # between several text blocks of one message
+    # Names the call syntax cannot quote (ChatML writes the name raw inside a JSON string).
+    bad_name: re.Pattern[str] | None = None
+    # Mark call names as well as arguments (finds calls in templates that iterate the arguments).
+    mark_names: bool = True
+
+
+# --- the conversion ---------------------------------------------------------------------------------
+
+def block_path(mi: int, bi: int) -> str:
+    return f"$.messages[{mi}].blocks[{bi}]"
+
+
+def build_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
+    builder = _Builder(conv, marks, ledger, policy)
+    return builder.run()
+
+
+class _Item(NamedTuple):
+    message: dict[str, Any]
+    answers: str | None  # for tool results: the canonical call id answered
+    path: str
+
+
+class _Builder:
+    def __init__(self, conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> None:
+        self.conv, self.marks, self.ledger, self.policy = conv, marks, ledger, policy
+        self.items: list[_Item] = []
+        self.call_order: dict[str, int] = {}  # canonical id -> position in its assistant turn
+
+    def run(self) -> TemplateInputs:
+        self._instructions()
+        for mi, message in enumerate(self.conv.messages):
+            self._message(mi, message)
+        messages = self._order_results()
+        return TemplateInputs(messages, self._tools())
+
+    # system and developer instructions ------------------------------------------------------------
+
+    def _instructions(self) -> None:
+        parts: list[str] = []
+        for name, blocks in (("system", self.conv.system), ("developer", self.conv.developer)):
+            for bi, block in enumerate(blocks):
+                path = f"$.{name}[{bi}]"
+                text = self._content_text(block, path)
+                if text is None:
+                    continue
+                if name == "developer" and self.policy.developer == "system":
+                    self.ledger.add("folded", path, "developer instructions rendered in the system message")
+                parts.append(self.marks.text(text, BlockRef(name, None, bi, path)))
+        if len(parts) > 1:
+            self.ledger.add("folded", "$.system", f"{len(parts)} instruction blocks joined into one system message")
+        if parts:
+            self.items.append(_Item({"role": "system", "content": self.policy.text_joiner.join(parts)}, None, "$.system"))
+        elif self.policy.default_system is not None:
+            self.ledger.add("synthesized", "$.system", "the template writes its default system prompt")
+
+    def _content_text(self, block: ContentBlock, path: str) -> str | None:
+        match block:
+            case Text():
+                if block.signature is not None:
+                    self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
+                return block.text
+            case Media():
+                if block.text is not None:  # a plain-text document
+                    self.ledger.add("folded", path, f"text document rendered as text in {self.policy.target}")
+                    return block.text
+                self.ledger.add("dropped", path, f"{block.kind} has no place in text-only {self.policy.target}")
+                return None
+            case _:
+                assert_never(block)
+
+    # messages ----------------------------------------------------------------------------------------
+
+    def _message(self, mi: int, message: Message) -> None:
+        match message.role:
+            case "assistant":
+                self._assistant(mi, message)
+            case "user" | "tool" | "system" | "developer":
+                self._other(mi, message)
+            case _:
+                assert_never(message.role)
+
+    def _other(self, mi: int, message: Message) -> None:
+        role = message.role
+        if role == "developer" and self.policy.developer == "system":
+            self.ledger.add("folded", f"$.messages[{mi}]", "developer message rendered as a system message")
+            role = "system"
+        if role == "tool":
+            role = "user"  # stray text in a tool message is shown to the model as user text
+        kind = "system" if role == "system" else "developer" if role == "developer" else "text"
+        texts: list[str] = []
+        count = 0
+
+        def flush() -> None:
+            nonlocal texts, count
+            if count:
+                if count > 1:
+                    self.ledger.add("folded", f"$.messages[{mi}]", f"{count} text blocks joined into one turn")
+                self.items.append(_Item({"role": role, "content": self.policy.text_joiner.join(texts)}, None,
+                                        f"$.messages[{mi}]"))
+            texts, count = [], 0
+
+        for bi, block in enumerate(message.blocks):
+            path = block_path(mi, bi)
+            match block:
+                case Text() | Media():
+                    text = self._content_text(block, path)
+                    if text is not None:
+                        texts.append(self.marks.text(text, BlockRef(kind, mi, bi, path)))
+                        count += 1
+                case ToolResult():
+                    flush()
+                    self._result(mi, bi, block)
+                case ToolCall():
+                    raise RenderError(f"a tool call in a {message.role} message", path=path, code="render_misplaced")
+                case Reasoning():
+                    self.ledger.add("dropped", path, f"reasoning in a {message.role} message has no place in "
+                                                     f"{self.policy.target}")
+                case Opaque():
+                    self._opaque(block, path)
+                case _:
+                    assert_never(block)
+        flush()
+
+    def _assistant(self, mi: int, message: Message) -> None:
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        reasoning: list[str] = []
+        carried = 0
+        for bi, block in enumerate(message.blocks):
+            path = block_path(mi, bi)
+            match block:
+                case Text() | Media():
+                    text = self._content_text(block, path)
+                    if text is None:
+                        continue
+                    if calls and text:
+                        self.ledger.add("reordered", path, f"{self.policy.target} renders a turn's text before its calls")
+                    texts.append(self.marks.text(text, BlockRef("text", mi, bi, path)))
+                    carried += 1
+                case ToolCall():
+                    call = self._call(mi, bi, block)
+                    if call is not None:
+                        self.call_order[block.id] = len(calls)
+                        calls.append(call)
+                        carried += 1
+                case Reasoning():
+                    if self.policy.reasoning == "drop" or not block.text:
+                        what = "reasoning" if block.text else "reasoning without visible text"
+                        self.ledger.add("dropped", path, f"{what} has no place in {self.policy.target}")
+                    else:
+                        self._reasoning_state(block, path)
+                        reasoning.append(self.marks.text(block.text, BlockRef("reasoning", mi, bi, path)))
+                        carried += 1
+                case ToolResult():
+                    raise RenderError("a tool result in an assistant message", path=path, code="render_misplaced")
+                case Opaque():
+                    self._opaque(block, path)
+                case _:
+                    assert_never(block)
+        if message.blocks and not carried:
+            self.ledger.add("dropped", f"$.messages[{mi}]", f"assistant turn has nothing {self.policy.target} can carry")
+            return
+        if len(texts) > 1:
+            self.ledger.add("folded", f"$.messages[{mi}]", f"{len(texts)} text blocks joined into one turn")
+        content = self.policy.text_joiner.join(texts)
+        if not calls and not content:
+            # An empty turn still needs a sentinel so its generation region can be attributed.
+            content = self.marks.text("", BlockRef("text", mi, None, f"$.messages[{mi}]"), anchor=True)
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            out["tool_calls"] = calls
+        if reasoning:
+            joined = self.policy.text_joiner.join(reasoning)
+            out["reasoning_content"] = joined
+            out["thinking"] = joined
+        self.items.append(_Item(out, None, f"$.messages[{mi}]"))
+
+    def _reasoning_state(self, block: Reasoning, path: str) -> None:
+        for name in ("signature", "redacted", "encrypted", "item_id"):
+            if getattr(block, name) is not None:
+                self.ledger.add("dropped", f"{path}.{name}", f"opaque reasoning state has no place in {self.policy.target}")
+
+    def _call(self, mi: int, bi: int, call: ToolCall) -> dict[str, Any] | None:
+        path = block_path(mi, bi)
+        if call.kind == "custom":
+            raise RenderError(f"custom tool '{call.name}' takes free text, but {self.policy.target} calls need a JSON "
+                              "object", path=path, code="render_arguments")
+        if call.kind == "hosted":
+            self.ledger.add("dropped", path, f"provider-hosted tool call '{call.name}' has no place in {self.policy.target}")
+            return None
+        arguments = _arguments(call, path)
+        if self.policy.bad_name is not None and self.policy.bad_name.search(call.name):
+            raise RenderError(f"tool name {call.name!r} cannot be written in {self.policy.target} call syntax",
+                              path=path, code="render_tool_name")
+        if call.signature is not None:
+            self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
+        ref = BlockRef("tool_call", mi, bi, path)
+        name = self.marks.text(call.name, ref) if self.policy.mark_names else call.name
+        function = {"name": name, "arguments": self.marks.json(arguments, ref)}
+        return {"id": call.provider_id or call.id, "type": "function", "function": function}
+
+    def _result(self, mi: int, bi: int, result: ToolResult) -> None:
+        path = block_path(mi, bi)
+        if result.kind == "hosted":
+            self.ledger.add("dropped", path, f"provider-hosted tool result has no place in {self.policy.target}")
+            return
+        content = result_text(result, self.ledger, path, self.policy.target, self.policy.text_joiner)
+        if result.is_error:
+            self.ledger.add("dropped", path + ".is_error", f"{self.policy.target} tool results have no error flag")
+        if result.signature is not None:
+            self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
+        message = {"role": "tool", "content": self.marks.text(content, BlockRef("tool_result", mi, bi, path))}
+        if result.call_id is not None or result.provider_id is not None:
+            message["tool_call_id"] = result.provider_id or result.call_id
+        if result.name is not None:
+            message["name"] = result.name
+        self.items.append(_Item(message, result.call_id, path))
+
+    def _opaque(self, block: Opaque, path: str) -> None:
+        self.ledger.add("dropped", path, f"{block.provider} item '{block.item_type}' has no place in {self.policy.target}")
+
+    # results in call order -----------------------------------------------------------------------
+
+    def _order_results(self) -> list[dict[str, Any]]:
+        """Templates without call ids pair results with calls by position: put each run of results in
+        the order of the calls they answer (a ledgered reordering), so the pairing stays true."""
+        out: list[dict[str, Any]] = []
+        i = 0
+        items = self.items
+        while i < len(items):
+            if items[i].message["role"] != "tool":
+                out.append(items[i].message)
+                i += 1
+                continue
+            j = i
+            while j < len(items) and items[j].message["role"] == "tool":
+                j += 1
+            run = items[i:j]
+            key = [(self.call_order.get(item.answers, len(run) + k) if item.answers else len(run) + k, k)
+                   for k, item in enumerate(run)]
+            ordered = sorted(range(len(run)), key=lambda k: key[k])
+            for position, k in enumerate(ordered):
+                if position != k:
+                    self.ledger.add("reordered", run[k].path, "result moved to the position of the call it answers")
+                out.append(run[k].message)
+            i = j
+        return out
+
+    # tools -----------------------------------------------------------------------------------------
+
+    def _tools(self) -> list[dict[str, Any]] | None:
+        tools = []
+        for ti, tool in enumerate(self.conv.tools):
+            path = f"$.tools[{ti}]"
+            if tool.kind != "function":
+                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in {self.policy.target}")
+                continue
+            tools.append(self.marks.json(tool_definition(tool), BlockRef("tools", None, ti, path)))
+        return tools or None
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """The OpenAI-style function definition templates expect: name, description, parameters, in that order."""
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        function["description"] = tool.description
+    if tool.parameters is not UNSET:
+        function["parameters"] = tool.parameters
+    return {"type": "function", "function": function}
+
+
+def _arguments(call: ToolCall, path: str) -> dict[str, Any]:
+    """The call's arguments as a JSON object: parsed from the raw string when needed, never a string
+    (templates `tojson` them, so a string would be double-encoded)."""
+    if not call.arguments_valid:
+        raise RenderError(f"arguments of '{call.name}' are not valid JSON: {_clip(call.raw_arguments)}", path=path,
+                          code="render_arguments")
+    arguments = call.arguments
+    if arguments is UNSET:
+        if call.raw_arguments is None or not call.raw_arguments.strip():
+            return {}
+        try:
+            arguments = json.loads(call.raw_arguments)
+        except ValueError:
+            raise RenderError(f"arguments of '{call.name}' are not valid JSON: {_clip(call.raw_arguments)}",
+                              path=path, code="render_arguments") from None
+    if not isinstance(arguments, dict):
+        raise RenderError(f"arguments of '{call.name}' must be a JSON object, got {type(arguments).__name__}",
+                          path=path, code="render_arguments")
+    return arguments
+
+
+def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: str, joiner: str = "\n") -> str:
+    """A result as the one string text templates render: its text parts joined; a structured output
+    (when there is no text) as compact JSON. Media parts are ledgered as dropped."""
+    texts: list[str] = []
+    for ci, part in enumerate(result.content):
+        match part:
+            case Text():
+                texts.append(part.text)
+            case Media():
+                if part.text is not None:
+                    texts.append(part.text)
+                    if ledger is not None:
+                        ledger.add("folded", f"{path}.content[{ci}]", f"text document rendered as text in {target}")
+                elif ledger is not None:
+                    ledger.add("dropped", f"{path}.content[{ci}]", f"{part.kind} in a tool result has no place in {target}")
+            case _:
+                assert_never(part)
+    if result.output is not UNSET:
+        if texts:
+            if ledger is not None:
+                ledger.add("dropped", f"{path}.output", "structured output beside text: the text is rendered")
+        else:
+            if ledger is not None:
+                ledger.add("folded", f"{path}.output", "structured output rendered as JSON text")
+            return json.dumps(result.output, ensure_ascii=False)
+    return joiner.join(texts)
+
+
+def _clip(text: str | None, n: int = 60) -> str:
+    text = text or ""
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
+Normalizer = Callable[[str], str]
