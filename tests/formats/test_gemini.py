@@ -393,6 +393,40 @@ def test_detect_never_raises_and_parse_raises_only_project_errors(value):
                 gemini.serialize(conv, shape=target, ledger=Ledger("gemini"))
 
 
+def _paths(value, prefix=()):
+    yield prefix
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, (*prefix, key))
+
+
+FIXTURE_PATHS = [(p.name, path) for p in FIXTURE_FILES for path in _paths(json.loads(p.read_text())) if path]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FIXTURE_PATHS), json_values | st.just(KeyError))
+def test_mutated_fixtures_parse_or_fail_cleanly(where, replacement):
+    """A valid record with one value replaced (or removed) parses or fails with a project error."""
+    name, path = where
+    body = _fixture(name)
+    parent = body
+    for key in path[:-1]:
+        parent = parent[key]
+    if replacement is KeyError:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+    before = copy.deepcopy(body)
+    try:
+        conv = gemini.parse(body)
+    except SftprepError as err:
+        assert err.path.startswith("$")
+        return
+    assert body == before
+    for shape in ("request", "messages", "response"):
+        gemini.serialize(conv, shape=shape, ledger=Ledger("gemini"))
+
+
 def test_parse_does_not_alias_caller_top_level_dicts():
     body = _fixture("request_function_calling_ids.json")
     conv = gemini.parse(body)
