@@ -1,8 +1,9 @@
-"""Anthropic content blocks <-> canonical blocks (the per-block half of the Anthropic codec).
+"""Anthropic messages and content blocks <-> canonical ones (the content half of the Anthropic codec).
 
 `BlockReader` turns one conversation's blocks into canonical ones while pairing tool results with
 their calls; `BlockWriter` does the reverse and writes a ledger entry for whatever Anthropic cannot
-carry. Conversation-level work (request bodies, system, tools, parameters) lives in `anthropic.py`.
+carry; `read_message` / `write_messages` handle roles around them. Request-level work (system, tools,
+parameters, response objects) lives in `anthropic.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, assert_never
 import orjson
 from msgspec import UNSET
 
-from ..conversation import Media, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import ParseError
 from ..ids import CallIds
 from ..ledger import Ledger
@@ -45,6 +46,8 @@ OPAQUE_TYPES: dict[str, str] = {
 # Items a tool_result's content list may hold that have no canonical Text/Media form.
 _RESULT_ONLY_ITEMS = frozenset({"tool_reference", "search_result", "browser_state"})
 
+ROLES = frozenset({"user", "assistant", "system"})
+_MESSAGE_KEYS = frozenset({"role", "content"})
 _TEXT_KEYS = frozenset({"type", "text"})
 _MEDIA_KEYS = frozenset({"type", "source"})
 _CALL_KEYS = frozenset({"type", "id", "name", "input"})
@@ -410,3 +413,153 @@ class BlockWriter:
         if own:
             out.update(own)
         return out
+
+
+# --- messages ----------------------------------------------------------------------------------------
+
+def read_message(m: Any, path: str, reader: BlockReader) -> Message:
+    expect(m, dict, path, "message")
+    role = require(m, "role", str, path)
+    if role not in ROLES:
+        raise ParseError(f"role must be 'user', 'assistant' or 'system', got '{role}'", path=f"{path}.role")
+    form: dict[str, str] = {}
+    if "content" not in m and role == "system":  # a system message may carry only output_config
+        blocks: tuple = ()
+        form["content"] = "absent"
+    else:
+        content = require(m, "content", (str, list), path)
+        if isinstance(content, str):
+            blocks = (Text(content),)
+            form["content"] = "str"
+        else:
+            blocks = tuple(reader.block(b, f"{path}.content[{i}]") for i, b in enumerate(content))
+    rest = {k: v for k, v in m.items() if k not in _MESSAGE_KEYS}
+    return Message(role=role, blocks=blocks, extras={NAME: rest} if rest else {},
+                   form={NAME: form} if form else {})
+
+
+def write_messages(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> list[dict]:
+    out: list[dict] = []
+    msgs = conv.messages
+    i, n = 0, len(msgs)
+    while i < n:
+        j = i + 1
+        if msgs[i].role in ("user", "tool"):
+            # Anthropic has no tool role: a run of tool and user messages becomes one user message.
+            while j < n and msgs[j].role in ("user", "tool"):
+                j += 1
+            if j - i == 1 or all(msgs[k].role == "user" for k in range(i, j)):
+                j = i + 1
+        written = _message_out(msgs[i], i, writer, ledger) if j == i + 1 else _user_run(msgs, i, j, writer, ledger)
+        if written is not None:
+            out.append(written)
+        i = j
+    return out
+
+
+def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
+    mpath = f"$.messages[{mi}]"
+    message_fields(m, mpath, ledger)
+    role = m.role
+    shape = (m.form.get(NAME) or {}).get("content")
+    if shape == "str" and role in ("user", "assistant", "system") and plain_text(m.blocks):
+        # The string shorthand: no block rules apply (an empty final assistant prefill stays "").
+        out: dict[str, Any] = {"role": role, "content": m.blocks[0].text}
+        out.update(m.extras.get(NAME) or {})
+        return out
+    match role:
+        case "system" | "developer":
+            if role == "developer":
+                ledger.add("folded", mpath, "anthropic has no developer role: written as a system message")
+            content = _system_content(m, mpath, writer, ledger)
+            role = "system"
+        case "user" | "tool":
+            triples = [(mi, bi, b) for bi, b in enumerate(m.blocks)]
+            content = blocks_out(triples if writer.same_origin else _results_first(triples, ledger), writer)
+            role = "user"
+        case "assistant":
+            content = blocks_out([(mi, bi, b) for bi, b in enumerate(m.blocks)], writer)
+        case _:
+            assert_never(role)
+    if not content and m.blocks:
+        ledger.add("dropped", mpath, "nothing in this message can be written in anthropic")
+        return None
+    out = {"role": role}
+    if shape != "absent" or content:
+        out["content"] = content
+    own = m.extras.get(NAME)
+    if own:
+        out.update(own)
+    return out
+
+
+def plain_text(blocks: tuple) -> bool:
+    """One Text with nothing but its text: what a string `content` / `system` parses into."""
+    return (len(blocks) == 1 and isinstance(blocks[0], Text) and not blocks[0].extras
+            and blocks[0].signature is None)
+
+
+def _user_run(msgs: tuple[Message, ...], start: int, stop: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
+    """Consecutive user and tool messages written as the one user message Anthropic expects."""
+    triples: list[tuple[int, int, Any]] = []
+    for mi in range(start, stop):
+        message_fields(msgs[mi], f"$.messages[{mi}]", ledger)
+        for key in msgs[mi].extras.get(NAME) or ():
+            ledger.add("dropped", f"$.messages[{mi}]", f"message field '{key}' lost merging into one user message")
+        triples.extend((mi, bi, b) for bi, b in enumerate(msgs[mi].blocks))
+    content = blocks_out(_results_first(triples, ledger), writer)
+    if not content:
+        ledger.add("dropped", f"$.messages[{start}]", "nothing in these messages can be written in anthropic")
+        return None
+    return {"role": "user", "content": content}
+
+
+def _results_first(triples: list[tuple[int, int, Any]], ledger: Ledger) -> list[tuple[int, int, Any]]:
+    """Anthropic wants tool results first in a user turn: move other blocks behind them (ledgered)."""
+    last_result = -1
+    for k, (_, _, block) in enumerate(triples):
+        if isinstance(block, ToolResult):
+            last_result = k
+    moved = [t for t in triples[:max(last_result, 0)] if not isinstance(t[2], ToolResult)]
+    if not moved:
+        return triples
+    for mi, bi, _ in moved:
+        ledger.add("reordered", f"$.messages[{mi}].blocks[{bi}]",
+                   "anthropic needs tool results first in a user turn: moved after the results")
+    return ([t for t in triples if isinstance(t[2], ToolResult)]
+            + [t for t in triples if not isinstance(t[2], ToolResult)])
+
+
+def blocks_out(triples: list[tuple[int, int, Any]], writer: BlockWriter) -> list[dict]:
+    content = []
+    for mi, bi, block in triples:
+        path = f"$.messages[{mi}].blocks[{bi}]"
+        if isinstance(block, ToolResult):
+            item = writer.tool_result(block, path, f"toolu_orphan_{mi}_{bi}")
+        else:
+            item = writer.block(block, path)
+        if item is not None:
+            content.append(item)
+    return content
+
+
+def _system_content(m: Message, mpath: str, writer: BlockWriter, ledger: Ledger) -> list[dict]:
+    content = []
+    for bi, block in enumerate(m.blocks):
+        path = f"{mpath}.blocks[{bi}]"
+        if isinstance(block, Text):
+            if writer.keep_text(block, path):
+                content.append(writer.text(block, path))
+        elif isinstance(block, Opaque):
+            if block.provider == NAME:
+                content.append(block.payload)
+        else:
+            ledger.add("dropped", path, "anthropic system messages hold text only")
+    return content
+
+
+def message_fields(m: Message, mpath: str, ledger: Ledger) -> None:
+    if m.name is not None:
+        ledger.add("dropped", mpath, "anthropic messages have no participant name")
+    if m.weight is not None:
+        ledger.add("dropped", mpath, "anthropic messages have no training weight")

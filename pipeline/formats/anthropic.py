@@ -7,22 +7,21 @@ system, tools, request parameters, message roles, and the mapping of other provi
 from __future__ import annotations
 
 import hashlib
-from typing import Any, assert_never
+from typing import Any
 
 import orjson
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from ..conversation import Conversation, Media, Message, Meta, Opaque, Text, Tool, ToolCall, ToolResult
+from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolCall
 from ..errors import ParseError, ShapeError
 from ..ledger import Ledger
-from ._anthropic_blocks import NAME, OPAQUE_TYPES, BlockReader, BlockWriter
+from ._anthropic_blocks import (NAME, OPAQUE_TYPES, ROLES, BlockReader, BlockWriter, blocks_out, message_fields,
+                                plain_text, read_message, write_messages)
 from .base import SHAPES, Detection, expect, ledger_foreign_extras, require
 
 __all__ = ["NAME", "detect", "parse", "serialize"]
 
-_ROLES = frozenset({"user", "assistant", "system"})
-_MESSAGE_KEYS = frozenset({"role", "content"})
 _TOOL_KEYS = frozenset({"name", "description", "input_schema"})
 _REQUEST_KEYS = frozenset({"messages", "system", "tools"})
 # A response object's fields with a canonical home (in Meta); the rest stays on the message.
@@ -54,7 +53,7 @@ def _scan_messages(messages: list) -> tuple[bool, bool]:
     certain = False
     for m in messages:
         role = m.get("role") if isinstance(m, dict) else None
-        if not isinstance(role, str) or role not in _ROLES or not m.keys().isdisjoint(_FOREIGN_MESSAGE_KEYS):
+        if not isinstance(role, str) or role not in ROLES or not m.keys().isdisjoint(_FOREIGN_MESSAGE_KEYS):
             return False, False
         content = m.get("content")
         if isinstance(content, list):
@@ -122,7 +121,7 @@ def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversat
             return _parse_request(obj, reader)
         case "messages":
             expect(obj, list, "$", "a message list")
-            messages = tuple(_message(m, f"$[{i}]", reader) for i, m in enumerate(obj))
+            messages = tuple(read_message(m, f"$[{i}]", reader) for i, m in enumerate(obj))
             return Conversation(messages=messages, meta=Meta(provider=NAME, shape="messages"))
         case "response":
             return _parse_response(obj, reader)
@@ -151,7 +150,7 @@ def _parse_request(obj: Any, reader: BlockReader) -> Conversation:
         tools = tuple(_tool(t, f"$.tools[{i}]") for i, t in enumerate(raw_tools))
         if not tools:
             form["tools"] = "list"
-    messages = tuple(_message(m, f"$.messages[{i}]", reader) for i, m in enumerate(raw_messages))
+    messages = tuple(read_message(m, f"$.messages[{i}]", reader) for i, m in enumerate(raw_messages))
     params = {k: v for k, v in obj.items() if k not in _REQUEST_KEYS}
     model = params.get("model")
     return Conversation(messages=messages, system=system, tools=tools,
@@ -188,27 +187,6 @@ def _tool(t: Any, path: str) -> Tool:
     return Tool(name=name if name is not None else ttype, kind="hosted",
                 extras={NAME: {k: v for k, v in t.items() if k != "name"}},
                 form={} if name is not None else {NAME: {"name": "absent"}})
-
-
-def _message(m: Any, path: str, reader: BlockReader) -> Message:
-    expect(m, dict, path, "message")
-    role = require(m, "role", str, path)
-    if role not in _ROLES:
-        raise ParseError(f"role must be 'user', 'assistant' or 'system', got '{role}'", path=f"{path}.role")
-    form: dict[str, str] = {}
-    if "content" not in m and role == "system":  # a system message may carry only output_config
-        blocks: tuple = ()
-        form["content"] = "absent"
-    else:
-        content = require(m, "content", (str, list), path)
-        if isinstance(content, str):
-            blocks = (Text(content),)
-            form["content"] = "str"
-        else:
-            blocks = tuple(reader.block(b, f"{path}.content[{i}]") for i, b in enumerate(content))
-    rest = {k: v for k, v in m.items() if k not in _MESSAGE_KEYS}
-    return Message(role=role, blocks=blocks, extras={NAME: rest} if rest else {},
-                   form={NAME: form} if form else {})
 
 
 def _parse_response(obj: Any, reader: BlockReader) -> Conversation:
@@ -257,7 +235,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
         case "messages":
             if conv.system or conv.developer:
                 ledger.add("dropped", "$.system", "a bare message list has no place for system instructions")
-            return _messages(conv, writer, ledger)
+            return write_messages(conv, writer, ledger)
         case "response":
             return _response(conv, writer, ledger)
         case _:
@@ -278,7 +256,7 @@ def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
             body["max_tokens"] = DEFAULT_MAX_TOKENS
             ledger.add("synthesized", "$", f"anthropic requires max_tokens; wrote {DEFAULT_MAX_TOKENS}")
     form = conv.form.get(NAME) or {}
-    if form.get("system") == "str" and not conv.developer and _plain_text(conv.system):
+    if form.get("system") == "str" and not conv.developer and plain_text(conv.system):
         body["system"] = conv.system[0].text  # the string shorthand, even when empty
     else:
         system = _system(conv, writer, ledger)
@@ -286,7 +264,7 @@ def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
             body["system"] = system
     if conv.tools or "tools" in form:
         body["tools"] = [t for ti, tool in enumerate(conv.tools) if (t := _tool_out(tool, ti, ledger)) is not None]
-    body["messages"] = _messages(conv, writer, ledger)
+    body["messages"] = write_messages(conv, writer, ledger)
     return body
 
 
@@ -333,132 +311,6 @@ def _tool_out(tool: Tool, ti: int, ledger: Ledger) -> dict | None:
             return out
         case _:
             raise AssertionError(tool.kind)
-
-
-def _messages(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> list[dict]:
-    out: list[dict] = []
-    msgs = conv.messages
-    i, n = 0, len(msgs)
-    while i < n:
-        j = i + 1
-        if msgs[i].role in ("user", "tool"):
-            # Anthropic has no tool role: a run of tool and user messages becomes one user message.
-            while j < n and msgs[j].role in ("user", "tool"):
-                j += 1
-            if j - i == 1 or all(msgs[k].role == "user" for k in range(i, j)):
-                j = i + 1
-        written = _message_out(msgs[i], i, writer, ledger) if j == i + 1 else _user_run(msgs, i, j, writer, ledger)
-        if written is not None:
-            out.append(written)
-        i = j
-    return out
-
-
-def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
-    mpath = f"$.messages[{mi}]"
-    _message_fields(m, mpath, ledger)
-    role = m.role
-    shape = (m.form.get(NAME) or {}).get("content")
-    if shape == "str" and role in ("user", "assistant", "system") and _plain_text(m.blocks):
-        # The string shorthand: no block rules apply (an empty final assistant prefill stays "").
-        out: dict[str, Any] = {"role": role, "content": m.blocks[0].text}
-        out.update(m.extras.get(NAME) or {})
-        return out
-    match role:
-        case "system" | "developer":
-            if role == "developer":
-                ledger.add("folded", mpath, "anthropic has no developer role: written as a system message")
-            content = _system_content(m, mpath, writer, ledger)
-            role = "system"
-        case "user" | "tool":
-            content = _blocks_out(_results_first([(mi, bi, b) for bi, b in enumerate(m.blocks)], ledger), writer)
-            role = "user"
-        case "assistant":
-            content = _blocks_out([(mi, bi, b) for bi, b in enumerate(m.blocks)], writer)
-        case _:
-            assert_never(role)
-    if not content and m.blocks:
-        ledger.add("dropped", mpath, "nothing in this message can be written in anthropic")
-        return None
-    out = {"role": role}
-    if shape != "absent" or content:
-        out["content"] = content
-    own = m.extras.get(NAME)
-    if own:
-        out.update(own)
-    return out
-
-
-def _plain_text(blocks: tuple) -> bool:
-    """One Text with nothing but its text: what a string `content` / `system` parses into."""
-    return (len(blocks) == 1 and isinstance(blocks[0], Text) and not blocks[0].extras
-            and blocks[0].signature is None)
-
-
-def _user_run(msgs: tuple[Message, ...], start: int, stop: int, writer: BlockWriter, ledger: Ledger) -> dict | None:
-    """Consecutive user and tool messages written as the one user message Anthropic expects."""
-    triples: list[tuple[int, int, Any]] = []
-    for mi in range(start, stop):
-        _message_fields(msgs[mi], f"$.messages[{mi}]", ledger)
-        for key in msgs[mi].extras.get(NAME) or ():
-            ledger.add("dropped", f"$.messages[{mi}]", f"message field '{key}' lost merging into one user message")
-        triples.extend((mi, bi, b) for bi, b in enumerate(msgs[mi].blocks))
-    content = _blocks_out(_results_first(triples, ledger), writer)
-    if not content:
-        ledger.add("dropped", f"$.messages[{start}]", "nothing in these messages can be written in anthropic")
-        return None
-    return {"role": "user", "content": content}
-
-
-def _results_first(triples: list[tuple[int, int, Any]], ledger: Ledger) -> list[tuple[int, int, Any]]:
-    """Anthropic wants tool results first in a user turn: move other blocks behind them (ledgered)."""
-    last_result = -1
-    for k, (_, _, block) in enumerate(triples):
-        if isinstance(block, ToolResult):
-            last_result = k
-    moved = [t for t in triples[:max(last_result, 0)] if not isinstance(t[2], ToolResult)]
-    if not moved:
-        return triples
-    for mi, bi, _ in moved:
-        ledger.add("reordered", f"$.messages[{mi}].blocks[{bi}]",
-                   "anthropic needs tool results first in a user turn: moved after the results")
-    return ([t for t in triples if isinstance(t[2], ToolResult)]
-            + [t for t in triples if not isinstance(t[2], ToolResult)])
-
-
-def _blocks_out(triples: list[tuple[int, int, Any]], writer: BlockWriter) -> list[dict]:
-    content = []
-    for mi, bi, block in triples:
-        path = f"$.messages[{mi}].blocks[{bi}]"
-        if isinstance(block, ToolResult):
-            item = writer.tool_result(block, path, f"toolu_orphan_{mi}_{bi}")
-        else:
-            item = writer.block(block, path)
-        if item is not None:
-            content.append(item)
-    return content
-
-
-def _system_content(m: Message, mpath: str, writer: BlockWriter, ledger: Ledger) -> list[dict]:
-    content = []
-    for bi, block in enumerate(m.blocks):
-        path = f"{mpath}.blocks[{bi}]"
-        if isinstance(block, Text):
-            if writer.keep_text(block, path):
-                content.append(writer.text(block, path))
-        elif isinstance(block, Opaque):
-            if block.provider == NAME:
-                content.append(block.payload)
-        else:
-            ledger.add("dropped", path, "anthropic system messages hold text only")
-    return content
-
-
-def _message_fields(m: Message, mpath: str, ledger: Ledger) -> None:
-    if m.name is not None:
-        ledger.add("dropped", mpath, "anthropic messages have no participant name")
-    if m.weight is not None:
-        ledger.add("dropped", mpath, "anthropic messages have no training weight")
 
 
 # --- other providers' request parameters -------------------------------------------------------------
@@ -606,8 +458,8 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         message, mi = Message(role="assistant"), 0
     else:
         message, mi = conv.messages[last], last
-        _message_fields(message, f"$.messages[{mi}]", ledger)
-    content = _blocks_out([(mi, bi, b) for bi, b in enumerate(message.blocks)], writer)
+        message_fields(message, f"$.messages[{mi}]", ledger)
+    content = blocks_out([(mi, bi, b) for bi, b in enumerate(message.blocks)], writer)
     meta = conv.meta
     own = message.extras.get(NAME) or {}
     own_meta = meta.provider == NAME  # stop reason and usage written by Anthropic itself
