@@ -481,3 +481,77 @@ def test_sse_log_without_blank_lines_between_events():
     with pytest.raises(InputError) as err:
         reassemble(dense[:-10])
     assert (err.value.code, err.value.path) == ("truncated_stream", "$.events[18]")
+
+
+# --- protocol errors, one per branch: chunk lists built from the documented event shapes ---------
+
+_MSG = {"type": "message_start", "message": {"id": "msg_x", "type": "message", "role": "assistant", "model": "m",
+                                             "content": [], "stop_reason": None, "usage": {"input_tokens": 1}}}
+_TOOL = {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "tool_use", "id": "toolu_x", "name": "f", "input": {}}}
+_RESP = {"type": "response.created", "response": {"id": "resp_x", "object": "response", "output": []}}
+
+
+@pytest.mark.parametrize("chunks, code, path", [
+    pytest.param([_MSG, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}}],
+                 "invalid_stream", "$.events[1]", id="anthropic-delta-before-start"),
+    pytest.param([_MSG, _TOOL, {"type": "content_block_delta", "index": 0,
+                                "delta": {"type": "input_json_delta", "partial_json": "{\"a\": 1,"}},
+                  {"type": "content_block_stop", "index": 0}],
+                 "invalid_stream", "$.events[3]", id="anthropic-input-not-json"),
+    pytest.param([_MSG, _TOOL, {"type": "message_stop"}], "invalid_stream", "$.events[2]",
+                 id="anthropic-stop-with-open-block"),
+    pytest.param([_MSG, {"type": "message_stop"}, {"type": "content_block_start", "index": 0,
+                                                   "content_block": {"type": "text", "text": ""}}],
+                 "invalid_stream", "$.events[2]", id="anthropic-block-after-stop"),
+    pytest.param([_MSG, _TOOL], "truncated_stream", "$.events[1]", id="anthropic-no-stop"),
+    pytest.param([_RESP, {"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+                          "delta": "x"}], "invalid_stream", "$.events[1]", id="responses-delta-unknown-item"),
+    pytest.param([_RESP, {"type": "response.failed", "response": {"error": {"code": "server_error",
+                                                                           "message": "boom"}}}],
+                 "stream_error", "$.events[1]", id="responses-failed"),
+    pytest.param([_RESP], "truncated_stream", "$.events[0]", id="responses-no-completed"),
+    pytest.param([{"candidates": [{"content": {"parts": [{"functionCall": {"partialArgs": [
+        {"jsonPath": "$.a", "stringValue": "x"}]}}], "role": "model"}}]}],
+                 "invalid_stream", "$.events[0]", id="gemini-partial-args-without-call"),
+    pytest.param([{"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}],
+                 "stream_error", "$.events[0]", id="gemini-error-object"),
+    pytest.param([{"candidates": [{"content": {"parts": [{"text": "hal"}], "role": "model"}}]}],
+                 "truncated_stream", "$.events[0]", id="gemini-no-finish-reason"),
+    pytest.param([{"object": "chat.completion.chunk", "id": "c", "choices": [
+        {"index": 0, "delta": {"content": "x"}, "finish_reason": None}]},
+                  {"error": {"message": "upstream died", "type": "server_error"}}],
+                 "stream_error", "$.events[1]", id="chat-error-chunk"),
+])
+def test_protocol_errors(chunks, code, path):
+    with pytest.raises(InputError) as err:
+        reassemble(chunks)
+    assert (err.value.code, err.value.path) == (code, path)
+
+
+def test_responses_incomplete_is_a_response():
+    body = reassemble([_RESP, {"type": "response.incomplete", "response": {
+        "id": "resp_x", "object": "response", "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"}, "output": []}}])
+    assert body["status"] == "incomplete" and body["incomplete_details"]["reason"] == "max_output_tokens"
+
+
+def test_gemini_blocked_prompt_is_complete_without_candidates():
+    body = reassemble([{"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 4}}])
+    assert body == {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 4}}
+
+
+def test_chat_several_choices_and_legacy_function_call():
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body = reassemble([
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "A"}, "finish_reason": None},
+                             {"index": 1, "finish_reason": None,
+                              "delta": {"role": "assistant", "function_call": {"name": "f", "arguments": ""}}}]},
+        {**base, "choices": [{"index": 1, "finish_reason": None,
+                              "delta": {"function_call": {"arguments": "{\"q\": 1}"}}}]},
+        {**base, "choices": [{"index": 0, "delta": {"content": "B"}, "finish_reason": "stop"},
+                             {"index": 1, "delta": {}, "finish_reason": "function_call"}]},
+    ])
+    first, second = body["choices"]
+    assert first["message"]["content"] == "AB" and first["finish_reason"] == "stop"
+    assert second["message"]["function_call"] == {"name": "f", "arguments": "{\"q\": 1}"}

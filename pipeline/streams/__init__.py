@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError, InputError, ShapeError
 from . import anthropic, gemini, openai_chat, openai_responses
+from .base import provider_error
 from .framing import DONE, Event, split
 
 __all__ = ["FORMATS", "Reassembled", "detect_stream", "reassemble", "reassemble_all", "reassemble_one"]
@@ -99,6 +100,10 @@ def _detect(events: tuple[Event, ...]) -> str:
         for name, module in _MODULES.items():
             if module.claims(event.data):
                 return name
+    for event in events[:_PEEK]:
+        if isinstance(event.data, dict) and isinstance(event.data.get("error"), dict):
+            # An error body in place of the stream (Gemini, OpenAI): no format to tell, nothing to rebuild.
+            raise provider_error(event, event.data["error"])
     raise ShapeError(f"not a stream of any known format ({', '.join(FORMATS)}); name the format",
                      path="$.events[0]", code="unknown_stream")
 
