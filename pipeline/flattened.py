@@ -20,6 +20,8 @@ import re
 from bisect import bisect_right
 from typing import Any, Collection, Iterator, Literal, NamedTuple
 
+import orjson
+
 Family = Literal["chatml", "llama_json", "python_tag", "function_tag", "harmony", "react", "json",
                  "marker", "xml_invoke", "special_token"]
 
@@ -81,6 +83,19 @@ _JSON_START = re.compile(r"^[ \t]*[\[{]", re.M)
 _TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", "[", "<invoke", "<｜", "<start_function_call>")
 
 _decoder = json.JSONDecoder()
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of `text`; ValueError when it is not JSON (orjson: fast, and bounded nesting)."""
+    return orjson.loads(text)
+
+
+def _raw_decode(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value starting at `pos` and where it ends; ValueError when there is none."""
+    try:
+        return _decoder.raw_decode(text, pos)
+    except RecursionError:  # absurdly deep nesting is not a call either
+        raise ValueError("too deeply nested") from None
 
 
 def find_flattened(text: str, tools: Collection[str] = ()) -> list[Finding]:
@@ -167,7 +182,7 @@ def _is_schema(value: Any) -> bool:
 def _args_object(value: Any) -> bool:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = _loads(value)
         except ValueError:
             return False
     return isinstance(value, dict) and not _is_schema(value)
@@ -215,7 +230,7 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
     # The whole block is one JSON value: a call when its name looks like a function name.
     if stripped[:1] in "{[":
         try:
-            value = json.loads(stripped)
+            value = _loads(stripped)
         except ValueError:
             value = None
         if value is not None:
@@ -229,7 +244,7 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
     if body is not None:
         inner = text[body[0]:body[1]].strip()
         try:
-            value = json.loads(inner) if inner[:1] in "{[" else None
+            value = _loads(inner) if inner[:1] in "{[" else None
         except ValueError:
             value = None
         name, family = call_name(value)
@@ -246,7 +261,7 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
         if code.contains(start) or any(a <= start < b for a, b in taken):
             continue
         try:
-            value, end = _decoder.raw_decode(text, start)
+            value, end = _raw_decode(text, start)
         except ValueError:
             continue
         line_end = text.find("\n", end)
@@ -268,7 +283,7 @@ def _chatml(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[F
         name: str | None = None
         if body.startswith("{"):
             try:
-                name, _ = call_name(json.loads(body))
+                name, _ = call_name(_loads(body))
             except ValueError:
                 quoted = _QUOTED_NAME.search(body)  # malformed JSON the model still meant as a call
                 name = quoted.group(1) if quoted and _IDENT.match(quoted.group(1)) else None
@@ -305,7 +320,7 @@ def _python_tag(text: str, tools: Collection[str], code: _CodeRegions) -> Iterat
         name: str | None = None
         if body.startswith("{"):
             try:
-                value, _ = _decoder.raw_decode(body)
+                value, _ = _raw_decode(body, 0)
                 name = call_name(value)[0]
             except ValueError:
                 quoted = _QUOTED_NAME.search(body)
@@ -342,7 +357,7 @@ def _json_end(text: str, pos: int) -> int | None:
     if brace < 0 or brace - pos > 40:
         return None
     try:
-        return _decoder.raw_decode(text, brace)[1]
+        return _raw_decode(text, brace)[1]
     except ValueError:
         return None
 
@@ -397,7 +412,7 @@ def _fenced_json_at(text: str, pos: int) -> tuple[int, int, Any] | None:
     if close is None:
         return None
     try:
-        return pos, close.end(), json.loads(text[m.end():close.start()])
+        return pos, close.end(), _loads(text[m.end():close.start()])
     except ValueError:
         return None
 
@@ -427,7 +442,11 @@ def _xml_invoke(text: str, tools: Collection[str], code: _CodeRegions) -> Iterat
         if "<parameter" in body or not body.strip():
             start = text.rfind("<function_calls>", 0, m.start())
             start = start if start >= 0 and not text[start:m.start()].count("</function_calls>") else m.start()
-            yield _finding("xml_invoke", start, m.end(), m.group(1), tools)
+            end = m.end()
+            rest = text[end:end + 40]
+            if rest.lstrip().startswith("</function_calls>"):
+                end += rest.index("</function_calls>") + len("</function_calls>")
+            yield _finding("xml_invoke", start, end, m.group(1), tools)
 
 
 def _special_tokens(text: str, tools: Collection[str], code: _CodeRegions,
@@ -440,7 +459,7 @@ def _special_tokens(text: str, tools: Collection[str], code: _CodeRegions,
         name = None
         if text.startswith(("[", "{"), m.end()):  # Mistral: [TOOL_CALLS][{"name": ..., "arguments": ...}]
             try:
-                value, end = _decoder.raw_decode(text, m.end())
+                value, end = _raw_decode(text, m.end())
                 name = call_name(value)[0]
             except ValueError:
                 pass
