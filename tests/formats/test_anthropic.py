@@ -499,20 +499,21 @@ def test_write_openai_style_parallel_calls():
 def test_write_calls_without_provider_ids_and_bad_ids():
     conv = Conversation(tools=(WEATHER,), meta=Meta(model="gemini-2.5-flash"), messages=(
         Message("user", (Text("Hi"),)),
-        Message("assistant", (_call("get_weather", {"city": "Oslo"}, "call_1"),
-                              _call("get_weather", {"city": "Rome"}, "call_2", "fc/1:x"))),
+        Message("assistant", (Text("Looking both up."), _call("get_weather", {"city": "Oslo"}, "call_1"),
+                              Text("Rome next."), _call("get_weather", {"city": "Rome"}, "call_2", "fc/1:x"))),
         Message("user", (_result("call_1", provider_id=None, output={"temp": 4}),
                          _result("call_2", Text("sunny"), provider_id="fc/1:x"))),
     ))
     body, entries = _write(conv)
     assert check_request(body) == []
     uses = body["messages"][1]["content"]
-    assert [u["id"] for u in uses] == ["call_1", "call_2"]
+    assert [u["type"] for u in uses] == ["text", "tool_use", "text", "tool_use"]  # order is data
+    assert [u["id"] for u in uses if u["type"] == "tool_use"] == ["call_1", "call_2"]
     results = body["messages"][2]["content"]
     assert [r["tool_use_id"] for r in results] == ["call_1", "call_2"]
     assert results[0]["content"] == [{"type": "text", "text": '{"temp":4}'}]
-    assert ("synthesized", "$.messages[1].blocks[0]") in entries
     assert ("synthesized", "$.messages[1].blocks[1]") in entries
+    assert ("synthesized", "$.messages[1].blocks[3]") in entries
     assert ("folded", "$.messages[2].blocks[0].output") in entries
     assert ("synthesized", "$") in entries  # max_tokens
     assert body["max_tokens"] == anthropic.DEFAULT_MAX_TOKENS
