@@ -83,7 +83,8 @@ def _declaration(d: Any, path: str) -> Tool:
 
 def _json_schema(schema: Any) -> Any:
     if isinstance(schema, dict):
-        return {key: (value.lower() if key == "type" and value in _OPENAPI_TYPES else _json_schema(value))
+        return {key: (value.lower() if key == "type" and isinstance(value, str) and value in _OPENAPI_TYPES
+                      else _json_schema(value))
                 for key, value in schema.items()}
     if isinstance(schema, list):
         return [_json_schema(item) for item in schema]
