@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
@@ -16,7 +17,8 @@ from . import formats
 from .conversation import Conversation
 from .errors import ConfigError, SftprepError, ShapeError
 from .exchange import is_exchange, is_recording, parse_exchange
-from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, read_records
+from .formats import claude_code
+from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 
@@ -51,14 +53,44 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange")
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session")
+
+
+def is_session_log(path: str | Path) -> bool:
+    """A Claude Code session log: a whole file is one conversation, detected from its first lines."""
+    name = str(path)
+    if not name.endswith((".jsonl", ".jsonl.gz")):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            head = [stream.readline(1 << 20).decode("utf-8", "replace") for _ in range(8)]
+    except (OSError, EOFError, zlib.error):
+        return False
+    return claude_code.detect_session(head)
+
+
+def _session_record(path: str | Path) -> RawRecord:
+    try:
+        result = claude_code.read_session(_numbered(path), str(path))
+    except SftprepError as exc:
+        return RawRecord(exc.source or str(path), None, exc)
+    return RawRecord(f"{path}:1", result)
+
+
+def _numbered(path: str | Path) -> Iterator[tuple[int, str]]:
+    with open_bytes(path) as stream:
+        for number, line in enumerate(stream, start=1):
+            yield number, line.decode("utf-8", "replace")
 
 
 def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
                  strict: bool = False, keep_original: bool = False) -> Conversation:
     """One decoded record to a conversation; errors carry the source."""
     try:
-        if shape == "exchange" or (shape is None and is_exchange(value)):
+        if isinstance(value, claude_code.SessionResult):
+            conv = claude_code.to_conversation(value, strict=strict)
+            value = value.body
+        elif shape == "exchange" or (shape is None and is_exchange(value)):
             if not is_exchange(value):
                 raise ShapeError("not an exchange: expected an object with 'request' and 'response'")
             conv = parse_exchange(value, fmt=fmt, strict=strict)
@@ -77,6 +109,9 @@ def iter_raw(paths: Iterable[str | Path], *,
     """Every record of every file, undecoded ones included. An HTTP recording's exchanges are records
     of their own, each with its own source."""
     for path in paths:
+        if is_session_log(path):
+            yield _session_record(path)
+            continue
         for raw in read_records(path, max_record_bytes=max_record_bytes):
             if raw.error is None and is_recording(raw.value):
                 for i, interaction in enumerate(raw.value["interactions"]):

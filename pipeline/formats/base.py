@@ -7,7 +7,7 @@ import re
 from collections import defaultdict, deque
 from typing import Any, NamedTuple
 
-from ..conversation import Conversation, Opaque, Slots
+from ..conversation import PROVIDERS, Conversation, Opaque, Slots
 from ..errors import ParseError
 from ..ledger import Ledger
 
@@ -123,7 +123,9 @@ def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> No
 
     def visit(slots: Slots, path: str) -> None:
         for provider, values in slots.items():
-            if provider != target:
+            # Only wire formats' data can be lost in a conversion; log provenance (a session log's
+            # line numbers and uuids) is about where the record came from, not what it says.
+            if provider != target and provider in PROVIDERS:
                 for key in values:
                     ledger.add("dropped", path, f"{provider} field '{key}' has no equivalent in {target}")
 
