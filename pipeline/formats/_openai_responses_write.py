@@ -35,10 +35,12 @@ def _plain_text(block) -> bool:
 class Writer:
     """Writes canonical blocks as items; every divergence goes to the ledger."""
 
-    __slots__ = ("ledger",)
+    __slots__ = ("ledger", "written", "owner")
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self.written: dict[str, str] = {}  # canonical call id -> the call_id written for it
+        self.owner: dict[str, str] = {}  # call_id written -> canonical id of the call that has it
 
     # --- one message (or a run of instruction blocks) -----------------------------------------
 
@@ -284,21 +286,38 @@ class Writer:
                 item[key] = value
         return item
 
-    def _call_id(self, provider_id: str | None, canonical_id: str | None, path: str, what: str) -> str | None:
-        if canonical_id is None:
-            return provider_id  # an orphan result: write what it had
-        out, replaced = outgoing_id(provider_id, canonical_id, None, MAX_CALL_ID)
+    def _call_id(self, block: ToolCall, path: str) -> str:
+        """The call_id for a call: its own when the API takes it and no earlier call has it."""
+        out, replaced = outgoing_id(block.provider_id, block.id, None, MAX_CALL_ID)
         if replaced:
-            self.ledger.add("synthesized", path, f"{what} id '{provider_id}' is longer than {MAX_CALL_ID} characters; "
-                                                 f"canonical id '{canonical_id}' written")
-        elif provider_id is None:
-            self.ledger.add("synthesized", path, f"{what} had no id; canonical id '{canonical_id}' written")
+            self.ledger.add("synthesized", path, f"call id '{block.provider_id}' is longer than {MAX_CALL_ID} "
+                                                 f"characters; canonical id '{block.id}' written")
+        elif block.provider_id is None:
+            self.ledger.add("synthesized", path, f"call had no id; canonical id '{block.id}' written")
+        elif self.owner.get(out, block.id) != block.id:
+            out = block.id
+            self.ledger.add("synthesized", path, f"call id '{block.provider_id}' is used by an earlier call; "
+                                                 f"canonical id '{block.id}' written")
+        self.written[block.id] = out
+        self.owner[out] = block.id
+        return out
+
+    def _result_call_id(self, block: ToolResult, path: str) -> str | None:
+        """The call_id for a result: the one written for its call."""
+        if block.call_id is None:
+            return block.provider_id  # an orphan: write what it had
+        out = self.written.get(block.call_id)
+        if out is None:  # its call is not in this body (or comes later): same rule as for a call
+            out = outgoing_id(block.provider_id, block.call_id, None, MAX_CALL_ID)[0]
+        if out != block.provider_id:
+            self.ledger.add("synthesized", path, f"result's call id {block.provider_id!r} replaced by '{out}', "
+                                                 "the id written for its call")
         return out
 
     def call(self, block: ToolCall, path: str) -> dict:
         form = own(block.form) or {}
         extras = own(block.extras) or {}
-        call_id = self._call_id(block.provider_id, block.id, path, "call")
+        call_id = self._call_id(block, path)
         if block.kind == "custom":
             value = block.arguments
             if not isinstance(value, str):
@@ -329,7 +348,7 @@ class Writer:
         extras = own(block.extras) or {}
         item_type = "custom_tool_call_output" if block.kind == "custom" else "function_call_output"
         item: dict = {"type": item_type}
-        call_id = self._call_id(block.provider_id, block.call_id, path, "result's call")
+        call_id = self._result_call_id(block, path)
         if call_id is not None:
             item["call_id"] = call_id
         if "output" in extras:

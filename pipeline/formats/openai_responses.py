@@ -63,8 +63,12 @@ def _detect(obj: Any) -> Detection | None:
             return None
         inp = obj.get("input", _MISSING)
         if isinstance(inp, list):
-            # `input` holding items is only this API; a list of strings/tokens is an embeddings body.
-            return Detection(NAME, "request", True) if _items_verdict(inp, bare=False) is not None else None
+            # `input` holding items is only this API (a broken item is still ours: parse names it); a
+            # list of strings or tokens is an embeddings body, typed parts only is a moderation body.
+            if inp and not any(isinstance(x, dict) and ("role" in x or x.get("type") in KNOWN_ITEM_TYPES
+                                                        or not isinstance(x.get("type"), str)) for x in inp):
+                return None
+            return Detection(NAME, "request", True)
         if isinstance(inp, str):
             return Detection(NAME, "request", any(k in obj for k in _OWN_KEYS))
         if inp is _MISSING and ("previous_response_id" in obj or "conversation" in obj
@@ -72,14 +76,15 @@ def _detect(obj: Any) -> Detection | None:
             return Detection(NAME, "request", True)
         return None
     if isinstance(obj, list):
-        verdict = _items_verdict(obj, bare=True)
+        verdict = _items_verdict(obj)
         return None if verdict is None else Detection(NAME, "messages", verdict)
     return None
 
 
-def _items_verdict(items: list, *, bare: bool) -> bool | None:
-    """None: not input items; False: could be (plain role/content messages); True: certainly ours."""
-    if bare and not items:
+def _items_verdict(items: list) -> bool | None:
+    """For a bare list. None: not input items; False: could be (plain role/content messages, as in
+    Chat); True: certainly ours."""
+    if not items:
         return None
     certain = False
     unknown = False
@@ -96,7 +101,7 @@ def _items_verdict(items: list, *, bare: bool) -> bool | None:
                 return None
             if role not in MESSAGE_ROLES:
                 return None
-            if bare and any(k not in _MESSAGE_ITEM_KEYS for k in item):
+            if any(k not in _MESSAGE_ITEM_KEYS for k in item):
                 return None
             certain = certain or item_type == "message"
             content = item.get("content")
@@ -108,9 +113,7 @@ def _items_verdict(items: list, *, bare: bool) -> bool | None:
                     if part_type in OWN_PART_TYPES:
                         certain = True
                     elif part_type not in ("refusal", "input_audio"):
-                        if bare:
-                            return None
-                        unknown = True
+                        return None
             elif not isinstance(content, str):
                 return None
         elif isinstance(item_type, str):
@@ -513,7 +516,7 @@ def _map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple
     model = conv.meta.model if conv.meta.provider not in (None, NAME) else None
     if not foreign:
         if model is not None and shape != "messages":
-            ledger.add("dropped", "$.meta.model", f"model '{model}' is a {conv.meta.provider} model; set an OpenAI model")
+            ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider}; set an OpenAI model")
         return {}, conv
     mapped: dict = {}
     remaining = dict(conv.extras)
@@ -540,7 +543,7 @@ def _map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple
                     _gemini_params(values, mapped)
         remaining[provider] = values
     if model is not None and shape != "messages":
-        ledger.add("dropped", "$.meta.model", f"model '{model}' is a {conv.meta.provider or 'foreign'} model; "
+        ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider or 'another provider'}; "
                                               "set an OpenAI model")
     return mapped, structs.replace(conv, extras=remaining)
 
@@ -554,7 +557,7 @@ def _take(values: dict, mapped: dict, key: str, target: str, kind: type | tuple)
 
 def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
     choice = values.get("tool_choice")
-    if not isinstance(choice, dict):
+    if not isinstance(choice, dict) or "tool_choice" in mapped:
         return
     kind = choice.get("type")
     simple = {"auto": "auto", "any": "required", "none": "none"}
@@ -571,6 +574,8 @@ def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
 
 def _chat_tool_choice(values: dict, mapped: dict) -> None:
     choice = values.get("tool_choice")
+    if "tool_choice" in mapped:
+        return  # another provider's choice was mapped first; this one is ledgered as dropped
     if choice in ("auto", "none", "required"):
         mapped["tool_choice"] = choice
     elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
@@ -601,7 +606,7 @@ def _gemini_params(values: dict, mapped: dict) -> None:
         if not isinstance(config, dict):
             continue
         calling = config.get("functionCallingConfig", config.get("function_calling_config"))
-        if not isinstance(calling, dict) or len(config) != 1:
+        if not isinstance(calling, dict) or len(config) != 1 or "tool_choice" in mapped:
             continue
         mode = calling.get("mode")
         names = calling.get("allowedFunctionNames", calling.get("allowed_function_names"))
