@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from corpus import CASSETTE_FOLDERS, CORPUS, corpus_available
+from corpus import CASSETTE_FOLDERS, CORPUS
 from pipeline import formats
 from pipeline.errors import SftprepError
 from pipeline.flattened import FAMILIES, find_flattened
@@ -257,7 +256,7 @@ def test_corpus_survey_flags_only_the_real_flattened_calls(corpus):
     assert dict(families) == SURVEY_FLAGS
 
 
-def _parsed_corpus() -> Iterator[tuple[str, Any]]:
+def _parsed_corpus() -> Iterator[tuple[str, Any, str | None]]:
     from corpus import request_bodies, response_bodies, tau_bench_trajectories
     for key, body in request_bodies() + response_bodies():
         yield key, body, None

@@ -13,15 +13,22 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class JsonlSink:
-    """A JSONL destination that only appears complete: written to a temporary name, renamed at close."""
+    """A JSONL destination that only appears complete: a regular file is written under a temporary
+    name and renamed at close. Stdout ("-" or none) and special files (/dev/null, a pipe) are written
+    directly: renaming over them would replace the device."""
 
     def __init__(self, path: str | None):
-        self.path = Path(path) if path else None
-        if self.path is None:
+        target = Path(path) if path and path != "-" else None
+        if target is not None and target.exists() and not target.is_file():
+            target = None
+            self.handle = open(path, "wb")
+        elif target is None:
             self.handle = sys.stdout.buffer
-        else:
-            self.tmp = self.path.with_name(f".{self.path.name}.partial")
+        self.path = target
+        if target is not None:
+            self.tmp = target.with_name(f".{target.name}.partial")
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 self.handle = open(self.tmp, "wb")
             except OSError as exc:
                 raise ConfigError(f"cannot write '{path}': {exc.strerror}", code="unwritable_output") from None
@@ -31,7 +38,10 @@ class JsonlSink:
 
     def close(self, ok: bool = True) -> None:
         if self.path is None:
-            self.handle.flush()
+            if self.handle is sys.stdout.buffer:
+                self.handle.flush()
+            else:
+                self.handle.close()
             return
         self.handle.close()
         if ok:

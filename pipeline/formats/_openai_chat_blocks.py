@@ -235,6 +235,9 @@ def media_part(block: Media, path: str, ledger: Ledger, same_format: bool) -> di
     if kind == "image":
         if block.url is not None:
             url = block.url
+            if not same_format and not url.startswith(("http://", "https://", "data:")):
+                ledger.add("dropped", path, f"image at '{url[:40]}': Chat fetches only http(s) and data URLs")
+                return None
         elif block.data is not None:
             media_type = block.media_type
             if not media_type:

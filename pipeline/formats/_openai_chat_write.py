@@ -23,6 +23,7 @@ from ._openai_chat_blocks import NAME
 from .base import SHAPES, ledger_foreign_extras
 
 MAX_ID_LEN = 40  # OpenAI rejects longer tool call ids
+DEFAULT_MODEL = "gpt-4o"  # written, with a ledger entry, when a conversation names no model
 
 # --- messages ------------------------------------------------------------------------------------
 
@@ -231,6 +232,7 @@ class _Writer:
             self.legacy_calls.add(call.id)
             return
         written = []
+        taken: set[str] = set()
         for bi, call in calls:
             path = f"$.messages[{mi}].blocks[{bi}]"
             if type(call) is Opaque:
@@ -245,7 +247,7 @@ class _Writer:
                 continue
             item: dict[str, Any] = {}
             if not form.get("no_id"):
-                item["id"] = self.call_id(call, path)
+                item["id"] = self.call_id(call, path, taken)
             else:
                 self.emitted[call.id] = call.provider_id or call.id
             if call.kind == "custom":
@@ -286,9 +288,13 @@ class _Writer:
         except TypeError:
             return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
 
-    def call_id(self, call: ToolCall, path: str) -> str:
+    def call_id(self, call: ToolCall, path: str, taken: set[str]) -> str:
+        """The id written on a call; `taken` holds the ids already written in the same message."""
         pid = call.provider_id
-        if pid is not None and (self.verbatim_ids or 0 < len(pid) <= MAX_ID_LEN):
+        if pid is not None and pid in taken:
+            self.ledger.add("synthesized", path, f"call id '{pid}' repeats in the message: wrote the canonical id")
+            written = call.id
+        elif pid is not None and (self.verbatim_ids or 0 < len(pid) <= MAX_ID_LEN):
             written = pid
         elif pid is None:
             self.ledger.add("synthesized", path, "call without a provider id: wrote its canonical id")
@@ -298,6 +304,7 @@ class _Writer:
                             "characters): wrote the canonical id")
             written = call.id
         self.emitted[call.id] = written
+        taken.add(written)
         return written
 
     def result_id(self, result: ToolResult, path: str) -> str:
@@ -429,10 +436,12 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
             ledger.add("dropped", "$", f"response field '{key[1:]}' has no place in a request body")
         else:
             body[key] = value
-    for key, value in mapped.items():
-        body.setdefault(key, value)
-    if "model" not in body and conv.meta.model is not None:
-        body["model"] = conv.meta.model
+    if "model" not in body:
+        if conv.meta.model is not None:
+            body["model"] = conv.meta.model  # another provider's name too: compatible servers serve many
+        elif conv.meta.provider != NAME or conv.meta.shape != "request":
+            body["model"] = DEFAULT_MODEL
+            ledger.add("synthesized", "$.meta.model", f"no model known; Chat requires one: wrote {DEFAULT_MODEL}")
     body["messages"] = messages
     form = conv.form.get(NAME) or {}
     tools: list = []
@@ -446,7 +455,23 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
             body[key] = values
         elif key in form.get("null", ()):
             body[key] = None
+    _put_mapped(body, mapped, {t["function"]["name"] for t in tools if t.get("type", "function") == "function"
+                               and "function" in t}, ledger)
     return body
+
+
+def _put_mapped(body: dict, mapped: dict, functions: set[str], ledger: Ledger) -> None:
+    """Add the parameters mapped from another format, except tool settings that would name no tool:
+    Chat refuses tool_choice and parallel_tool_calls without tools."""
+    for key, value in mapped.items():
+        if key in body:
+            continue
+        if key in ("tool_choice", "parallel_tool_calls"):
+            named = value.get("function", {}).get("name") if isinstance(value, dict) else None
+            if not functions or (named is not None and named not in functions):
+                ledger.add("dropped", "$", f"{key} {json.dumps(value)} names no function tool left in the Chat body")
+                continue
+        body[key] = value
 
 
 def _write_response(conv: Conversation, writer: _Writer, ledger: Ledger) -> dict:

@@ -270,6 +270,8 @@ def _structure(body: dict, errors: list[str], compat: bool) -> None:
             errors.append(f"$.tool_choice: names {kind} tool '{name}', which `tools` does not define")
     if choice is not None and not tool_names and choice != "none":
         errors.append("$.tool_choice: set without any tools")
+    if body.get("parallel_tool_calls") is not None and not tool_names:
+        errors.append("$.parallel_tool_calls: set without any tools")
     if "stream_options" in body and body.get("stream") is not True and body["stream_options"] is not None:
         errors.append("$.stream_options: only allowed when stream is true")
 

@@ -458,3 +458,79 @@ def test_tools_without_system_use_the_default_prompt(qwen, chatml):
                                     "assistant.\n\n# Tools\n")
     assert ("synthesized", "$.system") in {(e.kind, e.path) for e in rendered.ledger}
     assert check_roundtrip(conv, rendered, chatml, qwen).tools == conv.tools
+
+
+# --- the corpus ---------------------------------------------------------------------------------
+
+from corpus import params, request_bodies, tau_bench_trajectories  # noqa: E402
+
+from pipeline.errors import ShapeError  # noqa: E402
+from pipeline.formats import parse  # noqa: E402
+
+
+def openai_reference(messages: list[dict]) -> list[dict]:
+    """Raw OpenAI Chat messages as a transformers user would pass them, arguments parsed to objects
+    (the official template would double-encode the strings)."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [{**call, "function": {**call["function"],
+                                                            "arguments": json.loads(call["function"]["arguments"] or "{}")}}
+                                     for call in message["tool_calls"]]
+        out.append(message)
+    return out
+
+
+def reference_tools(tools: list[dict] | None) -> list[dict] | None:
+    """Tools in the documented OpenAI layout (type, then function name, description, parameters): the
+    recordings have keys in other orders and API-only flags such as `strict`, which are not content."""
+    if not tools:
+        return None
+    out = []
+    for tool in tools:
+        function = tool["function"]
+        out.append({"type": "function", "function": {key: function[key] for key in ("name", "description", "parameters")
+                                                     if key in function}})
+    return out
+
+
+def official_supports(body: dict) -> bool:
+    """Inside what the official Qwen2.5 template renders faithfully: string contents, the four roles,
+    function tools, at most one leading system message."""
+    messages = body.get("messages") or []
+    roles = [m.get("role") for m in messages]
+    leading_system = next((i for i, r in enumerate(roles) if r != "system"), len(roles))
+    return (all(r in ("system", "user", "assistant", "tool") for r in roles) and leading_system <= 1
+            and all(m.get("content") is None or isinstance(m.get("content"), str) for m in messages)
+            and all(t.get("type") == "function" for t in body.get("tools") or ()))
+
+
+def _official_ids(qwen_hf, template, messages, tools):
+    text = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False)
+    ids = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
+                                      return_dict=True)["input_ids"]
+    return text, list(ids)
+
+
+@pytest.mark.parametrize("traj", params(tau_bench_trajectories()))
+def test_corpus_tau_bench_matches_official_and_parses_back(traj, qwen, qwen_hf, chatml, official):
+    conv = parse(traj, "openai-chat")
+    ours = render(conv, chatml, qwen)
+    text, ids = _official_ids(qwen_hf, official("qwen2_5.jinja"), openai_reference(traj), None)
+    assert_same(text, ids, ours.text, ours.input_ids)
+    check_roundtrip(conv, ours, chatml, qwen)
+
+
+@pytest.mark.parametrize("body", params(request_bodies()))
+def test_corpus_request_bodies_render_and_parse_back(body, qwen, qwen_hf, chatml, official):
+    try:
+        conv = parse(body)
+    except ShapeError as exc:  # not a conversation request (embeddings, count_tokens...): the codecs' call
+        pytest.skip(f"not a chat request: {exc.message[:80]}")
+    ours = render(conv, chatml, qwen)
+    check_roundtrip(conv, ours, chatml, qwen)
+    if conv.meta.provider == "openai-chat" and official_supports(body):
+        text, ids = _official_ids(qwen_hf, official("qwen2_5.jinja"), openai_reference(body["messages"]),
+                                  reference_tools(body.get("tools")))
+        assert_same(text, ids, ours.text, ours.input_ids)
