@@ -620,3 +620,25 @@ def test_arguments_keep_big_integers_exact_and_bare_lists_drop_request_params():
     listed, entries = write(conv, "messages")
     assert listed == body["messages"]
     assert sorted(entries) == [("dropped", "$"), ("dropped", "$"), ("dropped", "$.tools[0]")]  # model, temperature
+
+
+def test_cross_repeated_ids_no_model_and_tool_choice_without_function_tools():
+    ids = CallIds()
+    a, b = _call(ids, "f", {"n": 1}, "dup_1"), _call(ids, "f", {"n": 2}, "dup_1")
+    conv = Conversation(
+        tools=(Tool(name="web_search", kind="hosted", extras={"anthropic": {"type": "web_search_20250305"}}),),
+        extras={"anthropic": {"tool_choice": {"type": "auto"}}},
+        messages=(Message("assistant", (a, b)),
+                  Message("user", (ToolResult(call_id=a.id, provider_id="dup_1", content=(Text("1"),)),
+                                   ToolResult(call_id=b.id, provider_id="dup_1", content=(Text("2"),))))))
+    body, entries = write(conv)
+    assert check_request(body) == []
+    assert [c["id"] for c in body["messages"][0]["tool_calls"]] == ["dup_1", b.id]
+    assert [m["tool_call_id"] for m in body["messages"][1:]] == ["dup_1", b.id]
+    assert body["model"] == "gpt-4o" and "tool_choice" not in body and "tools" not in body
+    assert sorted(entries) == sorted([
+        ("synthesized", "$.meta.model"),
+        ("synthesized", "$.messages[0].blocks[1]"),  # the repeated id
+        ("dropped", "$.tools[0]"), ("dropped", "$.tools[0]"),  # the hosted tool, and its anthropic type
+        ("dropped", "$"),  # tool_choice with no function tool left
+    ])
