@@ -50,7 +50,13 @@ def format_from_uri(uri: str | None) -> str | None:
 def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False) -> Conversation:
     request, response = value["request"], value["response"]
     req_body, uri = _unwrap(request, "$.request")
-    fmt = fmt or format_from_uri(uri) or _LABELS.get(value.get("provider") or "")
+    endpoint_fmt = format_from_uri(uri)
+    if uri and endpoint_fmt is None:
+        method = request.get("method", "") if isinstance(request, dict) else ""
+        raise ParseError(f"{method} {uri.split('?', 1)[0]} is not a generation request (uploads, token "
+                         "counts, compaction and stored objects hold no conversation turn)", path="$.request.uri",
+                         code="not_a_model_call")
+    fmt = fmt or endpoint_fmt or _LABELS.get(value.get("provider") or "")
     status = response.get("status") if isinstance(response, dict) and "body" in response else None
     resp_body, _ = _unwrap(response, "$.response")
     if isinstance(status, int) and status >= 400:

@@ -23,7 +23,7 @@ from typing import Any, Collection, Iterator, Literal, NamedTuple
 import orjson
 
 Family = Literal["chatml", "llama_json", "python_tag", "function_tag", "harmony", "react", "json",
-                 "marker", "xml_invoke", "special_token"]
+                 "marker", "xml_invoke", "special_token", "tool_code"]
 
 # One line per family, for messages and docs.
 FAMILIES: dict[str, str] = {
@@ -37,6 +37,7 @@ FAMILIES: dict[str, str] = {
     "marker": "[Calling tool: X(args)]-style marker",
     "xml_invoke": "<invoke name=...> XML call",
     "special_token": "a tool-call special token ([TOOL_CALLS], <|tool_call|>, DeepSeek/Kimi tool tokens)",
+    "tool_code": "Gemini tool_code block calling default_api.NAME(...)",
 }
 
 
@@ -78,9 +79,12 @@ _MARKER_WITH = re.compile(r"\[(?:Calling|Called|Invoking|Invoked)[ \t]+`?([A-Za-
 _XML_INVOKE = re.compile(r"<invoke\s+name=\"([^\"]{1,128})\"\s*>(.*?)</invoke>", re.S)
 _SPECIAL = re.compile(r"\[TOOL_CALLS\]|<\|tool_call\|>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
                       r"|<｜tool▁calls▁begin｜>|<｜tool▁call▁begin｜>|<start_function_call>")
+# Gemini models that fall back to text write ```tool_code\nprint(default_api.get_weather(city="Oslo"))\n```.
+_TOOL_CODE = re.compile(r"default_api\.([A-Za-z_]\w*)\s*\(")
 _JSON_START = re.compile(r"^[ \t]*[\[{]", re.M)
 # Cheap pre-check: text with none of these cannot hold any family.
-_TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", "[", "<invoke", "<｜", "<start_function_call>")
+_TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", "[", "<invoke", "<｜",
+             "<start_function_call>", "default_api.")
 
 _decoder = json.JSONDecoder()
 
@@ -113,6 +117,7 @@ def find_flattened(text: str, tools: Collection[str] = ()) -> list[Finding]:
     found.extend(_markers(text, tools, code))
     found.extend(_xml_invoke(text, tools, code))
     found.extend(_special_tokens(text, tools, code, found))
+    found.extend(_tool_code(text, tools, code))
     found.extend(_json_objects(text, tools, code, found))
     found.sort(key=lambda f: (f.start, f.end))
     return found
@@ -447,6 +452,28 @@ def _xml_invoke(text: str, tools: Collection[str], code: _CodeRegions) -> Iterat
             if rest.lstrip().startswith("</function_calls>"):
                 end += rest.index("</function_calls>") + len("</function_calls>")
             yield _finding("xml_invoke", start, end, m.group(1), tools)
+
+
+def _tool_code(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Finding]:
+    """`default_api.NAME(` is Gemini's own call syntax: a call when in a ```tool_code fence, or when the
+    whole text is one fence or bare code calling a defined tool."""
+    if "default_api." not in text:
+        return
+    sole = code.sole_fence_body()
+    for m in _TOOL_CODE.finditer(text):
+        fence = next(((a, b) for a, b in code.fences if a <= m.start() < b), None)
+        if fence is not None:
+            info = text[fence[0]:_line_end(text, fence[0])].strip().lstrip("`~").strip()
+            if info.startswith("tool_code") or (m.group(1) in tools and sole is not None):
+                yield _finding("tool_code", fence[0], fence[1], m.group(1), tools)
+        elif m.group(1) in tools and not code.contains(m.start()):
+            start = text.rfind("\n", 0, m.start()) + 1
+            yield _finding("tool_code", start, _line_end(text, m.start()), m.group(1), tools)
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
 
 
 def _special_tokens(text: str, tools: Collection[str], code: _CodeRegions,

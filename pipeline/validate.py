@@ -120,6 +120,7 @@ class ValidateConfig:
 
 
 DEFAULT = ValidateConfig()
+_ORDER = {code: n for n, code in enumerate(RULES)}
 
 
 def has_errors(issues: Iterable[Issue]) -> bool:
@@ -131,13 +132,12 @@ def validate(conv: Conversation, config: ValidateConfig | None = None) -> list[I
     config = config or DEFAULT
     ctx = Context(conv)
     found: list[tuple[tuple[int, int], int, Issue]] = []
-    order = {code: n for n, code in enumerate(RULES)}
     for code, where, path, message, extra in _all_rules(ctx, config):
         level = config.level(code)
         if level == "off":
             continue
         issue = Issue(code, level, path, message, provider_path=ctx.provider_path(where), **extra)
-        found.append((where, order[code], issue))
+        found.append((where, _ORDER[code], issue))
     found.sort(key=lambda t: (t[0], t[1]))
     return [issue for _, _, issue in found]
 
@@ -285,8 +285,10 @@ def _turns(ctx: Context) -> Iterator[Found]:
     uses_tools = bool(ctx.call_list or ctx.results)
     for mi, message in enumerate(ctx.conv.messages):
         if message.role == "assistant" and _is_empty(message):
+            stop = ctx.conv.meta.stop_reason
+            why = f" (the response stopped with '{stop}')" if stop and mi == len(ctx.conv.messages) - 1 else ""
             yield ("empty_assistant_turn", (mi, -1), f"$.messages[{mi}]",
-                   "assistant message has no content: drop the turn, or restore what the model said", {})
+                   f"assistant message has no content{why}: drop the turn, or restore what the model said", {})
         for bi, block in enumerate(message.blocks):
             if isinstance(block, Reasoning):
                 yield from _reasoning_state(ctx, mi, bi, block, uses_tools)

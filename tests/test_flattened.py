@@ -52,6 +52,9 @@ POSITIVES = [
     ("xml_invoke", '<function_calls>\n<invoke name="Bash">\n<parameter name="command">ls</parameter>\n</invoke>\n'
                    '</function_calls>', None, "Bash"),
     ("special_token", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}}]', None, "get_weather"),
+    ("tool_code", 'Let me look.\n```tool_code\nprint(default_api.get_weather(city="Oslo"))\n```',
+     '```tool_code\nprint(default_api.get_weather(city="Oslo"))\n```', "get_weather"),
+    ("tool_code", 'print(default_api.get_weather(city="Oslo"))', None, "get_weather"),
 ]
 
 # (family it must not be mistaken for, text)
@@ -83,6 +86,9 @@ NEAR_MISSES = [
     ("marker", "Links like [calling convention](https://example.com) are prose."),
     ("xml_invoke", 'Claude once used `<invoke name="Bash">` tags; see the docs.'),
     ("special_token", "Mistral marks calls with the `[TOOL_CALLS]` token."),
+    ("tool_code", 'Older Gemini code looked like this:\n```python\nprint(default_api.get_weather(city="Oslo"))\n```\n'
+                  "Now the API returns function calls instead."),
+    ("tool_code", "The module is called `default_api.get_weather(...)` in those traces."),
 ]
 
 

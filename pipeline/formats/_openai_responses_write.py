@@ -256,9 +256,10 @@ class Writer:
                                              "replayed in openai-responses (a reasoning item needs an OpenAI item "
                                              "id and encrypted_content)")
             return None
-        form = own(block.form) or {}
+        parsed = own(block.form)
+        form = parsed or {}
         extras = own(block.extras) or {}
-        if block.item_id is None and "id" not in (form.get("kv") or ()):
+        if block.item_id is None and parsed is None:  # built elsewhere: no id to replay it under
             self.ledger.add("dropped", path, "openai-responses reasoning without its item id cannot be replayed")
             return None
         item: dict = {"type": "reasoning"}

@@ -68,19 +68,24 @@ class CallIndex:
 
     def __init__(self) -> None:
         self._by_provider_id: dict[str, str] = {}
+        self._pending_by_id: dict[str, deque[str]] = {}  # unanswered calls per provider id, oldest first
         self._pending_by_name: dict[str, deque[str]] = defaultdict(deque)
         self.names: dict[str, str] = {}  # canonical id -> tool name
 
     def add(self, canonical_id: str, name: str, provider_id: str | None) -> None:
         if provider_id is not None:
             self._by_provider_id[provider_id] = canonical_id
+            self._pending_by_id.setdefault(provider_id, deque()).append(canonical_id)
         self._pending_by_name[name].append(canonical_id)
         self.names[canonical_id] = name
 
     def by_id(self, provider_id: str | None) -> str | None:
         if provider_id is None:
             return None
-        canonical_id = self._by_provider_id.get(provider_id)
+        # Several unanswered calls sharing one id (a provider reusing ids in a turn): answer them in
+        # order rather than all to the last one; otherwise the latest call with that id.
+        pending = self._pending_by_id.get(provider_id)
+        canonical_id = pending.popleft() if pending else self._by_provider_id.get(provider_id)
         if canonical_id is not None:
             name = self.names[canonical_id]
             queue = self._pending_by_name[name]
