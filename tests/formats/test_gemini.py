@@ -286,6 +286,17 @@ def test_malformed_function_call_response():
     assert out["contents"] == [] and ("dropped", "$.messages[0]") in entries
 
 
+def test_reused_id_in_one_turn_pairs_in_order():
+    call = {"functionCall": {"id": "call_0", "name": "f", "args": {}}}
+    answer = {"functionResponse": {"id": "call_0", "name": "f", "response": {"output": 1}}}
+    body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}, {"role": "model", "parts": [call, call]},
+                         {"role": "user", "parts": [answer, answer]}]}
+    conv = gemini.parse(body)
+    first, second = conv.messages[1].blocks
+    assert first.id != second.id
+    assert [r.call_id for r in conv.messages[2].blocks] == [first.id, second.id]
+
+
 def test_orphan_result_kept():
     body = {"contents": [{"role": "user", "parts": [
         {"functionResponse": {"id": "nope", "name": "f", "response": {"output": 1}}},
