@@ -15,7 +15,7 @@ from msgspec.structs import replace
 
 from . import formats
 from .conversation import Conversation
-from .errors import ConfigError, SftprepError, ShapeError
+from .errors import ConfigError, ParseError, SftprepError, ShapeError
 from .exchange import is_exchange, is_recording, parse_exchange
 from .formats import claude_code
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
@@ -90,6 +90,15 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
         if isinstance(value, claude_code.SessionResult):
             conv = claude_code.to_conversation(value, strict=strict)
             value = value.body
+        elif shape is None and _is_error_body(value):
+            error = value["error"]
+            text = error.get("message") if isinstance(error, dict) else error
+            raise ParseError(f"the record is an API error, not a conversation: {str(text)[:200]}",
+                             path="$.error", code="error_response")
+        elif shape is None and isinstance(value, dict) and isinstance(value.get("traj"), list):
+            # Agent-benchmark trajectory files (tau-bench): the messages under `traj`, the rest is metadata.
+            conv = formats.parse(value["traj"], fmt, "messages", strict=strict)
+            conv = replace(conv, meta=replace(conv.meta, shape="trajectory"))
         elif shape == "exchange" or (shape is None and is_exchange(value)):
             if not is_exchange(value):
                 raise ShapeError("not an exchange: expected an object with 'request' and 'response'")
@@ -125,6 +134,11 @@ def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: s
                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
     for raw in iter_raw(paths, max_record_bytes=max_record_bytes):
         yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
+
+
+def _is_error_body(value: Any) -> bool:
+    return (isinstance(value, dict) and "error" in value and value["error"] is not None
+            and not ({"messages", "contents", "input", "choices", "candidates", "output", "content"} & value.keys()))
 
 
 def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:

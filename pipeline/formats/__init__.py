@@ -15,7 +15,9 @@ from types import ModuleType
 from typing import Any
 
 from ..conversation import Conversation
-from ..errors import ConfigError, ShapeError
+import msgspec
+
+from ..errors import ConfigError, SftprepError, ShapeError
 from ..ledger import Ledger, LedgerEntry
 from . import anthropic, gemini, openai_chat, openai_responses
 from .base import SHAPES, Detection
@@ -57,7 +59,12 @@ def detect(obj: Any) -> Detection:
 
 def parse(obj: Any, fmt: str | None = None, shape: str | None = None, *, strict: bool = False) -> Conversation:
     if fmt is None:
-        found = detect(obj)
+        try:
+            found = detect(obj)
+        except ShapeError as exc:
+            if exc.code != "ambiguous_shape" or strict:
+                raise
+            return _parse_ambiguous(obj, shape, exc)
         return FORMATS[found.format].parse(obj, shape=shape or found.shape, strict=strict)
     module = get(fmt)
     if shape is None:
@@ -68,6 +75,41 @@ def parse(obj: Any, fmt: str | None = None, shape: str | None = None, *, strict:
     if shape not in SHAPES:
         raise ConfigError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
     return module.parse(obj, shape=shape, strict=strict)
+
+
+def _parse_ambiguous(obj: Any, shape: str | None, error: ShapeError) -> Conversation:
+    """A record several formats can read (`[{"role": "user", "content": "hi"}]`) is no problem when
+    they all read the same conversation: take the first, and say so. Otherwise the ambiguity stands."""
+    found = [d for d in (module.detect(obj) for module in FORMATS.values()) if d is not None]
+    parsed = []
+    for d in found:
+        try:
+            parsed.append(FORMATS[d.format].parse(obj, shape=shape or d.shape))
+        except SftprepError:
+            continue
+    if not parsed or len({_content_key(conv) for conv in parsed}) != 1:
+        raise error
+    names = ", ".join(conv.meta.provider for conv in parsed)
+    conv = parsed[0]
+    return msgspec.structs.replace(conv, meta=msgspec.structs.replace(
+        conv.meta, notes=conv.meta.notes + (f"format ambiguous ({names}); all read the same conversation",)))
+
+
+def _content_key(conv: Conversation) -> bytes:
+    """What a conversation says, without how one format laid it out: form, extras and meta are left
+    out, and leading instructions count the same whether kept apart or as leading messages."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("form", "extras", "origin")}
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    turns = [("system", block) for block in conv.system] + [("developer", block) for block in conv.developer]
+    turns += [(m.role, block) for m in conv.messages for block in m.blocks]
+    key = {"turns": strip(msgspec.to_builtins(turns)), "tools": strip(msgspec.to_builtins(conv.tools))}
+    return msgspec.json.encode(key, order="deterministic")
 
 
 def serialize(conv: Conversation, target: str, *, shape: str | None = None,
