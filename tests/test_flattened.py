@@ -11,9 +11,9 @@ import pytest
 
 from corpus import CASSETTE_FOLDERS, CORPUS
 from pipeline import formats
-from pipeline.errors import SftprepError
+from pipeline.conversation import Text
 from pipeline.flattened import FAMILIES, find_flattened
-from pipeline.validate import ValidateConfig, validate
+from pipeline.validate import RULES, ValidateConfig, validate
 
 TOOLS = {"get_weather", "search_flights", "Bash"}
 
@@ -262,25 +262,18 @@ def test_corpus_survey_flags_only_the_real_flattened_calls(corpus):
     assert dict(families) == SURVEY_FLAGS
 
 
-def _parsed_corpus() -> Iterator[tuple[str, Any, str | None]]:
-    from corpus import request_bodies, response_bodies, tau_bench_trajectories
-    for key, body in request_bodies() + response_bodies():
-        yield key, body, None
-    for key, traj in tau_bench_trajectories():
-        yield key, traj, "openai-chat"
-
-
 @pytest.mark.slow
 def test_no_flattened_call_in_the_corpus_assistant_turns(corpus):
-    """Through the codecs and the rule: assistant text across the corpus holds no flattened call (the
-    advisor's lives inside a hosted tool result, which is not model output of this conversation)."""
-    config = ValidateConfig({code: "off" for code in ("no_tool_list", "unanswered_call_at_end")})
-    parsed = flagged = 0
-    for key, body, fmt in _parsed_corpus():
-        try:
-            conv = formats.parse(body, fmt)
-        except SftprepError:
-            continue
-        parsed += 1
-        flagged += sum(i.code == "flattened_tool_call" for i in validate(conv, config))
-    assert parsed > 1000 and flagged == 0
+    """Through the reading path, the codecs and the rule: no assistant text in the corpus holds a flattened
+    call (the advisor's lives inside a hosted tool result, which is not this conversation's model output)."""
+    from corpus import tau_bench_trajectories
+    from pipeline.ingest import expand_paths, iter_parsed
+    folders = [*CASSETTE_FOLDERS, "vercel_ai_anthropic", "vercel_ai_google", "vercel_ai_openai_chat",
+               "vercel_ai_openai_responses", "claude_code_spotter_sessions"]
+    convs = [item.conversation for item in iter_parsed(expand_paths([str(corpus / f) for f in folders]))
+             if item.conversation is not None]
+    convs += [formats.parse(traj, "openai-chat") for _, traj in tau_bench_trajectories()]
+    only = ValidateConfig({code: "off" for code in RULES if code != "flattened_tool_call"})
+    texts = sum(isinstance(b, Text) for c in convs for m in c.messages if m.role == "assistant" for b in m.blocks)
+    assert len(convs) > 600 and texts > 1500
+    assert [i for c in convs for i in validate(c, only)] == []

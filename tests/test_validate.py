@@ -409,3 +409,48 @@ def test_arbitrary_json_records_through_the_cli_path_raise_only_project_errors(v
         return
     validate(c)
     orjson.dumps([i.message for i in validate(c)])
+
+
+# --- the corpus -------------------------------------------------------------------------------------------
+
+# Every code the real corpus raises, each looked at (counts as of this writing, through `sftprep validate`'s
+# reading path plus tau-bench's trajectories as OpenAI Chat message lists):
+CORPUS_CODES = {
+    # 142: logged responses that are calls (the exchange ends on the call): the warning by design.
+    "unanswered_call_at_end",
+    # 114: tau-bench trajectories (107) and Claude Code sessions (5) log no tool definitions; two pydantic-ai
+    # OpenAI requests replay a call with no `tools`.
+    "no_tool_list",
+    # 48: tau-bench gpt-4o reuses a call id of an earlier, answered call (call_HGn16... at messages 7 and 11).
+    "reused_call_id",
+    # 11: pydantic-ai tool-search histories replay a `search_tools` call the request's tool list lacks.
+    "unknown_tool",
+    # 6: Claude Code writes thinking signatures as [REDACTED_SIGNATURE].
+    "reasoning_placeholder_state",
+    # 5: Claude Code assistant turns that open with a "\n\n" text block before the thinking.
+    "anthropic_blank_text",
+    # 3: an empty Gemini response, and two Anthropic refusals with empty content.
+    "empty_assistant_turn",
+    # 3: Gemini (Vertex) called get_file with {"type": "IMAGE"}; its schema allows no properties.
+    "arguments_schema",
+}
+
+CORPUS_FOLDERS = ("pydantic_ai_anthropic", "pydantic_ai_openai_chat", "pydantic_ai_openai_responses",
+                  "pydantic_ai_google", "vercel_ai_anthropic", "vercel_ai_google", "vercel_ai_openai_chat",
+                  "vercel_ai_openai_responses", "claude_code_spotter_sessions")
+
+
+@pytest.mark.slow
+def test_corpus_raises_only_the_explained_codes(corpus):
+    from corpus import tau_bench_trajectories
+    from pipeline.ingest import expand_paths, iter_parsed
+    seen: set[str] = set()
+    parsed = 0
+    for item in iter_parsed(expand_paths([str(corpus / folder) for folder in CORPUS_FOLDERS])):
+        if item.conversation is not None:
+            parsed += 1
+            seen.update(i.code for i in validate(item.conversation))
+    for _, traj in tau_bench_trajectories():
+        seen.update(i.code for i in validate(formats.parse(traj, "openai-chat")))
+    assert parsed > 500
+    assert seen == CORPUS_CODES
