@@ -5,7 +5,9 @@ reported with its JSON path and both spellings the API accepts (camelCase and sn
 at every level. On top of the types come the rules the types cannot say: one data field per part,
 the required fields, roles, calls only from the model and responses only from the user, and every
 model turn's function calls answered by the very next content (the API refuses a history where the
-number of function responses differs from the number of calls).
+number of function responses differs from the number of calls; Gemini 3 also wants each response to
+echo its call's id). Consecutive contents of one role are accepted: the corpus holds such bodies that
+the API answered with 200, so strict alternation is not a rule here.
 """
 
 from __future__ import annotations
