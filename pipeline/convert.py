@@ -19,18 +19,21 @@ class Converted(NamedTuple):
     body: Any | None  # None when rejected
     ledger: list[LedgerEntry]
     error: SftprepError | None = None
+    detected: tuple[str | None, str | None] = (None, None)  # (format, shape) the record was read as
 
 
 def convert_one(parsed: Parsed, target: str, *, shape: str | None = None, strict: bool = False) -> Converted:
     if parsed.error is not None or parsed.conversation is None:
         return Converted(parsed.source, parsed.record, None, [], parsed.error)
+    meta = parsed.conversation.meta
+    detected = (meta.provider, meta.shape)
     if target == "canonical":
-        return Converted(parsed.source, parsed.record, to_builtins(parsed.conversation), [])
+        return Converted(parsed.source, parsed.record, to_builtins(parsed.conversation), [], detected=detected)
     try:
         body, ledger = formats.serialize(parsed.conversation, target, shape=shape, strict=strict)
     except SftprepError as exc:
-        return Converted(parsed.source, parsed.record, None, [], exc.at(parsed.source))
-    return Converted(parsed.source, parsed.record, body, ledger)
+        return Converted(parsed.source, parsed.record, None, [], exc.at(parsed.source), detected)
+    return Converted(parsed.source, parsed.record, body, ledger, detected=detected)
 
 
 def convert_all(parsed: Iterable[Parsed], target: str, **options: Any) -> Iterator[Converted]:

@@ -113,12 +113,12 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
     return replace(conv, **changes)
 
 
-def iter_raw(paths: Iterable[str | Path], *,
+def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
              max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[RawRecord]:
     """Every record of every file, undecoded ones included. An HTTP recording's exchanges are records
-    of their own, each with its own source."""
+    of their own, each with its own source; a session log is one record."""
     for path in paths:
-        if is_session_log(path):
+        if shape == "session" or (shape is None and is_session_log(path)):
             yield _session_record(path)
             continue
         for raw in read_records(path, max_record_bytes=max_record_bytes):
@@ -132,7 +132,7 @@ def iter_raw(paths: Iterable[str | Path], *,
 def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
                 strict: bool = False, keep_original: bool = False,
                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
-    for raw in iter_raw(paths, max_record_bytes=max_record_bytes):
+    for raw in iter_raw(paths, shape=shape, max_record_bytes=max_record_bytes):
         yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
 
 

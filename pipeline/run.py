@@ -61,7 +61,8 @@ def _batches(paths: list[Path], config: JobConfig, stats: Stats, rejects: JsonlF
     """Read stage, in the parent: undecodable records are rejected here, the rest go out in batches."""
     batch: list[RawRecord] = []
     read = stats.stages["read"]
-    for raw in iter_raw(paths, max_record_bytes=config.input.max_record_mb * 1024 * 1024):
+    shape = None if config.input.shape == "auto" else config.input.shape
+    for raw in iter_raw(paths, shape=shape, max_record_bytes=config.input.max_record_mb * 1024 * 1024):
         read.seen += 1
         if raw.error is not None:
             read.rejected[raw.error.code] += 1

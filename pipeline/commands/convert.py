@@ -7,7 +7,7 @@ import sys
 
 from .. import formats
 from ..convert import TARGETS, convert_all, ledger_dicts
-from ..ingest import expand_paths, iter_parsed
+from ..ingest import RECORD_SHAPES, expand_paths, iter_parsed
 from . import EXIT_FAILED, EXIT_OK, JsonlSink
 
 STRICT_CODES = ("strict_ledger", "unknown_block", "ambiguous_call_match")
@@ -18,6 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz")
     convert.add_argument("--to", required=True, choices=list(TARGETS), help="target format")
     convert.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    convert.add_argument("--shape", choices=list(RECORD_SHAPES),
+                         help="record shape (default: detect per record; session logs per file)")
     convert.add_argument("-o", "--output", help="output JSONL (default: stdout)")
     convert.add_argument("--rejects", help="write records that could not be converted here (JSONL)")
     convert.add_argument("--strict", action="store_true", help="any ledger entry is an error")
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     strict_failures = 0
     ok = False
     try:
-        parsed = iter_parsed(paths, fmt=args.fmt, strict=args.strict,
+        parsed = iter_parsed(paths, fmt=args.fmt, shape=args.shape, strict=args.strict,
                              keep_original=args.to == "canonical" and not args.no_original)
         for item in convert_all(parsed, args.to, strict=args.strict):
             counts["read"] += 1
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             if args.bodies_only:
                 out.write(item.body)
             else:
-                out.write({"source": item.source, "body": item.body, "ledger": ledger_dicts(item.ledger)})
+                out.write({"source": item.source, "from": item.detected[0], "shape": item.detected[1],
+                           "body": item.body, "ledger": ledger_dicts(item.ledger)})
         ok = True
     finally:
         out.close(ok)
