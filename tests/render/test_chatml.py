@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GOLDENS, fixture_names, load_fixture
 from msgspec import structs
 
-from pipeline.conversation import (Conversation, Media, Message, Reasoning, Text, Tool, ToolCall, ToolResult)
-from pipeline.errors import ConfigError, RenderError
+from pipeline.conversation import Conversation, Media, Message, Reasoning, Text, Tool, ToolCall, ToolResult
+from corpus import params, request_bodies, tau_bench_trajectories
+from render_support import GOLDENS, fixture_names, load_fixture
+
+from pipeline.errors import ConfigError, RenderError, ShapeError
+from pipeline.formats import parse
 from pipeline.render import (MaskPolicy, RenderOptions, Template, check_roundtrip, load_template, load_tokenizer,
                              mask_view, parse_back, render)
 
@@ -461,12 +464,6 @@ def test_tools_without_system_use_the_default_prompt(qwen, chatml):
 
 
 # --- the corpus ---------------------------------------------------------------------------------
-
-from corpus import params, request_bodies, tau_bench_trajectories  # noqa: E402
-
-from pipeline.errors import ShapeError  # noqa: E402
-from pipeline.formats import parse  # noqa: E402
-
 
 def openai_reference(messages: list[dict]) -> list[dict]:
     """Raw OpenAI Chat messages as a transformers user would pass them, arguments parsed to objects
