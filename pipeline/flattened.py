@@ -6,7 +6,9 @@ produce by accident, and three signals tighten the looser families:
 - code: anything inside a markdown code fence or an inline `code span` is a sample, not a call,
   unless the whole text is that one fenced block and it calls a tool the conversation defines;
 - tools: a bare JSON object counts when it names a tool from the conversation's tool list, or when it
-  is the whole text block and its name looks like a function name;
+  is the whole text block and its name looks like a function name; ReAct lines and bracket markers,
+  the loosest syntaxes, must name a defined tool when the conversation defines any (otherwise they are
+  more likely an explanation of the format than a call);
 - shape: a call-shaped object has only call keys (name plus arguments / parameters / args, id, type),
   and arguments that are an object but not a JSON Schema (that is a tool definition, not a call).
 
@@ -171,6 +173,10 @@ class _CodeRegions:
             return None
         closing = self.text.rfind("\n", body_start, b)
         return body_start + 1, closing if closing > body_start else b
+
+
+def _plausible(name: str, tools: Collection[str]) -> bool:
+    return name in tools if tools else _IDENT.match(name) is not None
 
 
 def _finding(family: str, start: int, end: int, name: str | None, tools: Collection[str]) -> Finding:
@@ -376,7 +382,8 @@ def _react(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Fi
         value = m.group(1).strip().strip("`*'\"").strip()
         bracket = _REACT_BRACKET.match(value)
         if bracket:  # original ReAct: Action: Search[query]
-            yield _finding("react", m.start(), m.end(), bracket.group(1), tools)
+            if _plausible(bracket.group(1), tools):
+                yield _finding("react", m.start(), m.end(), bracket.group(1), tools)
             continue
         following = _next_nonblank_line(text, m.end())
         if following is None:
@@ -387,13 +394,13 @@ def _react(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Fi
             fence = _fenced_json_at(text, line_start)
             if fence is not None:
                 name, _ = call_name(fence[2])
-                if name is not None:
+                if name is not None and _plausible(name, tools):
                     yield _finding("react", m.start(), fence[1], name, tools)
             continue
         action_input = _REACT_INPUT.match(text, line_start, line_end)
         if action_input is None or not action_input.group(1).strip():
             continue
-        if not (_IDENT.match(value) or value in tools):
+        if not _plausible(value, tools):
             continue
         yield _finding("react", m.start(), line_end, value, tools)
 
@@ -430,10 +437,10 @@ def _markers(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[
         if code.contains(m.start()):
             continue
         # "[Tool: none]" could be a label; a verb, arguments or a defined tool make it a call.
-        if verb or args or name in tools:
+        if (verb or args or name in tools) and _plausible(name, tools):
             yield _finding("marker", m.start(), m.end(), name, tools)
     for m in _MARKER_WITH.finditer(text):
-        if not code.contains(m.start()):
+        if not code.contains(m.start()) and _plausible(m.group(1), tools):
             yield _finding("marker", m.start(), m.end(), m.group(1), tools)
 
 

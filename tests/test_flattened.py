@@ -8,6 +8,8 @@ from collections import Counter, defaultdict
 from typing import Any, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corpus import CASSETTE_FOLDERS, CORPUS
 from pipeline import formats
@@ -35,7 +37,8 @@ POSITIVES = [
                                                                           '{"city": "Oslo"}', "get_weather"),
     ("react", 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"city": "Oslo"}',
      'Action: get_weather\nAction Input: {"city": "Oslo"}', "get_weather"),
-    ("react", "Thought: look it up\nAction: Search[Oslo weather]", "Action: Search[Oslo weather]", "Search"),
+    ("react", "Thought: look it up\nAction: search_flights[OSL to BGO]", "Action: search_flights[OSL to BGO]",
+     "search_flights"),
     ("react", 'Action:\n```json\n{"action": "get_weather", "action_input": {"city": "Oslo"}}\n```', None,
      "get_weather"),
     ("json", '{"name": "get_weather", "arguments": {"city": "Oslo"}}', None, "get_weather"),
@@ -74,6 +77,8 @@ NEAR_MISSES = [
     ("harmony", "Use `<|channel|>commentary to=functions.get_weather` for the header."),
     ("react", "Action: Cancel the reservation and refund the card.\nAction Input: none needed"),
     ("react", "Next Action: none.\n\nThe customer is satisfied."),
+    ("react", "Case summary.\nAction: refund issued\nStatus: closed"),
+    ("react", "ReAct interleaves lines such as\nAction: lookup\nAction Input: Oslo\nand then an Observation."),
     ("react", "```\nThought: think\nAction: get_weather\nAction Input: Oslo\n```"),
     ("json", '{"name": "Alice", "age": 30, "email": "alice@example.com"}'),
     ("json", '{"name": "get_weather", "result": {"temp_c": 4}}'),  # a result naming its tool
@@ -121,11 +126,35 @@ def test_tool_list_is_a_signal_for_json_in_prose_and_fenced_replies():
     assert find_flattened(fenced, {"get_weather"}) and not find_flattened(fenced, {"other"})
 
 
+def test_loose_syntaxes_need_a_defined_tool_when_the_conversation_defines_tools():
+    react = "Thought: look it up\nAction: Search[Oslo weather]"
+    marker = '[Calling tool: lookup(q="Oslo")]'
+    for text in (react, marker):
+        assert find_flattened(text, set()), text  # no tool list: a function-like name is enough
+        assert find_flattened(text, TOOLS) == [], text  # a tool list without it: an example, not a call
+
+
 def test_several_calls_in_one_text_are_each_reported():
     text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>\n'
             '<tool_call>{"name": "get_weather", "arguments": {"city": "Bergen"}}</tool_call>')
     found = find_flattened(text, TOOLS)
     assert [(f.family, f.start) for f in found] == [("chatml", 0), ("chatml", text.index("\n") + 1)]
+
+
+_pieces = st.sampled_from(["<tool_call>", "</tool_call>", "{", "}", "[", "]", '"name": ', '"get_weather"',
+                           '"arguments": ', "```", "`", "\n", "Action: ", "Action Input: ", "to=functions.x",
+                           "<|message|>", "<|call|>", "<|python_tag|>", "<function=f>", "</function>",
+                           '<invoke name="x">', "</invoke>", "[TOOL_CALLS]", "default_api.f(", "[Calling tool: f(",
+                           ")]", " ", "prose "])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_pieces | st.text(max_size=5), max_size=30).map("".join), st.sets(st.sampled_from(["x", "f",
+                                                                                                    "get_weather"])))
+def test_detector_never_raises_and_spans_stay_in_the_text(text, tools):
+    for f in find_flattened(text, tools):
+        assert 0 <= f.start < f.end <= len(text) and f.family in FAMILIES
+        assert f.known_tool == (f.name in tools)
 
 
 def test_detector_is_total_on_odd_text():
