@@ -14,7 +14,7 @@ from msgspec.structs import replace
 
 from . import formats
 from .conversation import Conversation
-from .errors import ParseError, SftprepError, ShapeError
+from .errors import ParseError, SftprepError
 from .ids import renumber
 
 # Endpoint paths name the format more reliably than body shapes do.
@@ -71,21 +71,22 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
         raise _under(exc, "$.request.body" if req_body is not request else "$.request")
     fmt = conv.meta.provider
     if isinstance(resp_body, str):
-        from .streams import reassemble
+        from .streams import detect_stream, reassemble
 
+        if detect_stream(resp_body) is None:
+            raise ParseError(f"the response body is neither JSON nor an event stream: {resp_body[:80]!r}",
+                             path="$.response.body", code="invalid_response")
         try:
             resp_body = reassemble(resp_body, fmt)
         except SftprepError as exc:
             raise _under(exc, "$.response.body")
     try:
         answer = formats.parse(resp_body, fmt, "response", strict=strict)
-    except ShapeError as exc:
+    except SftprepError as exc:
         other = _other_format(resp_body)
         if other and other != fmt:
             raise ParseError(f"the request is {fmt} but the response is {other}", path="$.response.body",
                              code="mixed_formats") from None
-        raise _under(exc, "$.response.body")
-    except SftprepError as exc:
         raise _under(exc, "$.response.body")
     meta = replace(conv.meta, shape="exchange", model=answer.meta.model or conv.meta.model,
                    response_id=answer.meta.response_id, created=answer.meta.created,

@@ -29,6 +29,8 @@ FORMATS: dict[str, ModuleType] = {
     "gemini": gemini,
 }
 
+TIE_ORDER = ("openai-chat", "anthropic", "openai-responses", "gemini")
+
 ALIASES = {"openai_chat": "openai-chat", "openai_responses": "openai-responses", "google": "gemini",
            "openai": "openai-chat"}
 
@@ -90,7 +92,8 @@ def _parse_ambiguous(obj: Any, shape: str | None, error: ShapeError) -> Conversa
     if not parsed or len({_content_key(conv) for conv in parsed}) != 1:
         raise error
     names = ", ".join(conv.meta.provider for conv in parsed)
-    conv = parsed[0]
+    # Chat Completions logs and fine-tuning files are the usual source of such plain records.
+    conv = min(parsed, key=lambda c: TIE_ORDER.index(c.meta.provider))
     return msgspec.structs.replace(conv, meta=msgspec.structs.replace(
         conv.meta, notes=conv.meta.notes + (f"format ambiguous ({names}); all read the same conversation",)))
 
