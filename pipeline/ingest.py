@@ -17,7 +17,7 @@ from . import formats
 from .conversation import Conversation
 from .errors import ConfigError, ParseError, SftprepError, ShapeError
 from .exchange import is_exchange, is_recording, parse_exchange
-from .formats import claude_code
+from .formats import claude_code, sharegpt
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
@@ -53,7 +53,7 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange", "session")
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt")
 
 
 def is_session_log(path: str | Path) -> bool:
@@ -95,6 +95,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
             text = error.get("message") if isinstance(error, dict) else error
             raise ParseError(f"the record is an API error, not a conversation: {str(text)[:200]}",
                              path="$.error", code="error_response")
+        elif shape == "sharegpt" or (shape is None and sharegpt.is_sharegpt(value)):
+            conv = sharegpt.parse(value if isinstance(value, dict) else {}, strict=strict)
         elif shape is None and isinstance(value, dict) and isinstance(value.get("traj"), list):
             # Agent-benchmark trajectory files (tau-bench): the messages under `traj`, the rest is metadata.
             conv = formats.parse(value["traj"], fmt, "messages", strict=strict)

@@ -172,3 +172,25 @@ def test_every_corpus_file_is_read_and_every_record_accounted_for(corpus):
     assert all(c["converted"] > 0 for c in counts.values()), counts
     assert counts["tau_bench_gpt4o_airline"] == Counter(converted=120)
     assert counts["claude_code_spotter_sessions"] == Counter(converted=6)
+
+
+def test_sharegpt_with_function_calls():
+    record = {"system": "You convert units.", "tools": json.dumps([{"name": "convert", "description": "d",
+                                                                     "parameters": {"type": "object"}}]),
+              "conversations": [
+                  {"from": "human", "value": "5 miles in km?"},
+                  {"from": "gpt", "value": "Let me convert."},
+                  {"from": "function_call", "value": json.dumps({"name": "convert", "arguments": {"v": 5}})},
+                  {"from": "observation", "value": "8.05"},
+                  {"from": "gpt", "value": "5 miles is 8.05 km."}]}
+    conv = parse_record(record, "x:1")
+    assert conv.meta.shape == "sharegpt" and conv.system[0].text == "You convert units."
+    assert [m.role for m in conv.messages] == ["user", "assistant", "tool", "assistant"]
+    text, call = conv.messages[1].blocks
+    assert isinstance(text, Text) and isinstance(call, ToolCall) and call.arguments == {"v": 5}
+    result = conv.messages[2].blocks[0]
+    assert result.call_id == call.id and result.matched_by == "name_order"
+    assert [t.name for t in conv.tools] == ["convert"]
+    with pytest.raises(SftprepError) as err:
+        parse_record({"conversations": [{"from": "narrator", "value": "x"}]}, "x:1")
+    assert err.value.path == "$.conversations[0].from"
