@@ -310,7 +310,7 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
                               "message content), so spans cannot be located", code="render_marking")
     text, found = _strip(raw, marks.refs)
     blocks = _ordered_blocks(found)
-    encoder = tokenizer.segment_encoder()
+    encoder = tokenizer.segment_encoder
     pieces = encoder.split(text)
     _check_added_tokens_in_content(pieces, blocks, tokenizer)
     seg = encoder.encode(text, pieces)
@@ -325,18 +325,11 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
                     loss_mask=list(loss_mask), spans=tuple(spans), ledger=tuple(ledger.entries))
 
 
-_required_ok: dict[tuple[int, int], bool] = {}
-
-
 def _check_required_tokens(template: Template, tokenizer: Tokenizer) -> None:
-    key = (id(template), id(tokenizer))
-    if key in _required_ok:
-        return
     missing = [t for t in template.family.required_tokens if t not in tokenizer.added_tokens]
     if missing:
         raise ConfigError(f"tokenizer '{tokenizer.name}' lacks {', '.join(missing)}, which template "
                           f"'{template.name}' needs", code="tokenizer_mismatch")
-    _required_ok[key] = True
 
 
 def _eot_tokens(family: Family, tokenizer: Tokenizer) -> tuple[str, ...]:
@@ -364,16 +357,22 @@ def _check_added_tokens_in_content(pieces, blocks, tokenizer: Tokenizer) -> None
 class _Region:
     """A run of text the model generates for one assistant message, with its end-of-turn token."""
 
-    __slots__ = ("start", "end", "message", "eot")
+    __slots__ = ("start", "end", "message", "eot", "reasoning_only")
 
-    def __init__(self, start: int, end: int, message: int, eot: tuple[int, int] | None):
+    def __init__(self, start: int, end: int, message: int, eot: tuple[int, int] | None, reasoning_only: bool = False):
         self.start, self.end, self.message, self.eot = start, end, message, eot
+        # A region holding nothing but reasoning (a Harmony analysis message) is untrained as a whole,
+        # headers and end token included, when the policy does not train reasoning.
+        self.reasoning_only = reasoning_only
+
+    def trained(self, trained: set[int], mask: MaskPolicy) -> bool:
+        return self.message in trained and (mask.reasoning or not self.reasoning_only)
 
 
 def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversation) -> list[_Region]:
     eot_pieces = [(s, e) for s, e, token in pieces if token is not None and token in eot_ids]
-    points = sorted([(s, e, r.message) for s, e, r in blocks if r.message is not None]
-                    + [(s, s, r.message) for s, r in found.anchors])
+    points = sorted([(s, e, r.message, r.kind) for s, e, r in blocks if r.message is not None]
+                    + [(s, s, r.message, r.kind) for s, r in found.anchors])
     point_starts = [p[0] for p in points]
     regions: list[_Region] = []
     if found.regions:
@@ -389,12 +388,13 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
                                   path=f"$.messages[{message}]", code="render_template_structure")
             last = max((p[1] for p in points[lo:hi]), default=start)
             eot = next((p for p in reversed(eot_pieces) if last <= p[0] and p[1] <= end), None)
-            regions.append(_Region(start, end, message, eot))
+            kinds = {p[3] for p in points[lo:hi] if p[1] <= end}
+            regions.append(_Region(start, end, message, eot, reasoning_only=kinds == {"reasoning"}))
         return regions
     # No generation markers: an assistant message's region runs from its first block to its last,
     # then to the end-of-turn token right after it (if the tokenizer names one).
     by_message: dict[int, list[int]] = {}
-    for s, e, mi in points:
+    for s, e, mi, _ in points:
         if conv.messages[mi].role == "assistant":
             span = by_message.setdefault(mi, [s, e])
             span[0], span[1] = min(span[0], s), max(span[1], e)
@@ -464,7 +464,7 @@ def _mask(regions: list[_Region], blocks, trained: set[int], mask: MaskPolicy, s
     out = bytearray(len(seg.ids))
     reasoning = [(s, e, r.message) for s, e, r in blocks if r.kind == "reasoning"]
     for g in regions:
-        if g.message not in trained:
+        if not g.trained(trained, mask):
             continue
         ranges = [(g.start, g.end)]
         if not mask.eot and g.eot is not None:
@@ -509,7 +509,7 @@ def _check_mask(loss_mask: bytearray, blocks, regions: list[_Region], trained: s
         if g.eot is None:
             continue
         ta, tb = seg.overlapping(*g.eot)
-        want = g.message in trained and mask.eot
+        want = g.trained(trained, mask) and mask.eot
         if (b"\x00" if want else b"\x01") in loss_mask[ta:tb]:
             fail(f"end-of-turn token {'masked' if want else 'trained'} against the policy", f"$.messages[{g.message}]")
     for span in spans:

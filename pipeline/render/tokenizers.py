@@ -22,7 +22,7 @@ import struct
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -249,7 +249,6 @@ class Tokenizer:
     unk_token: str | None = None
     chat_template: str | None = None
     source: str | None = None
-    _segmenter: list = field(default_factory=list, repr=False)
 
     @cached_property
     def added_tokens(self) -> dict[str, int]:
@@ -277,11 +276,11 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    @cached_property
     def segment_encoder(self) -> "SegmentEncoder":
-        """The shared segment encoder of this tokenizer (one LRU per tokenizer)."""
-        if not self._segmenter:
-            self._segmenter.append(SegmentEncoder(self))
-        return self._segmenter[0]
+        """The segment encoder the renderer uses with this tokenizer (one LRU per tokenizer; its
+        `cache_size` can be changed, 0 turns caching off)."""
+        return SegmentEncoder(self)
 
     def to_transformers(self, chat_template: str | None = None):
         """A transformers PreTrainedTokenizerFast over the same backend (for apply_chat_template)."""
@@ -549,7 +548,7 @@ class SegmentEncoder:
                         out[i] = value
                     if self.cache_size:
                         self._cache[piece] = value
-                        if len(self._cache) > self.cache_size:
+                        while len(self._cache) > self.cache_size:
                             self._cache.popitem(last=False)
         return out
 

@@ -531,3 +531,36 @@ def test_corpus_request_bodies_render_and_parse_back(body, qwen, qwen_hf, chatml
         text, ids = _official_ids(qwen_hf, official("qwen2_5.jinja"), openai_reference(body["messages"]),
                                   reference_tools(body.get("tools")))
         assert_same(text, ids, ours.text, ours.input_ids)
+
+
+def test_public_names_are_pinned():
+    import pipeline.render as api
+
+    assert sorted(api.__all__) == sorted([
+        "BUILTIN_TOKENIZERS", "CUSTOM", "DEFAULT_NOW", "FAMILIES", "Family", "MaskPolicy", "RenderOptions", "Rendered",
+        "SegmentEncoder", "Span", "Template", "Tokenizer", "check_roundtrip", "load_template", "load_tokenizer",
+        "make_environment", "mask_view", "parse_back", "project", "render", "to_json"])
+    assert all(hasattr(api, name) for name in api.__all__)
+    rendered = api.render(load_fixture("plain_chat"), "chatml", "qwen2.5")
+    as_json = json.loads(api.to_json(rendered))
+    assert set(as_json) == {"template", "tokenizer", "text", "input_ids", "loss_mask", "spans", "ledger"}
+    assert {"start", "end", "message", "block", "kind"} <= set(as_json["spans"][0])
+
+
+def test_reasoning_policy_with_a_template_that_renders_reasoning(qwen):
+    """Built-in ChatML drops reasoning; a template that carries it (here a user template, as Harmony will)
+    gets it trained or masked by policy. A region holding only reasoning is masked whole."""
+    source = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}"
+              "{% if m.reasoning_content %}{% generation %}<think>{{ m.reasoning_content }}</think><|im_end|>"
+              "{% endgeneration %}\n<|im_start|>assistant\n{% endif %}"
+              "{% generation %}{{ m.content }}<|im_end|>{% endgeneration %}\n"
+              "{% else %}{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}")
+    template = Template.compile("thinking", source)
+    conv = Conversation(messages=(Message(role="user", blocks=(Text("2+2?"),)),
+                                  Message(role="assistant", blocks=(Reasoning(text="add them"), Text("4")))))
+    trained = _trained_pieces(render(conv, template, qwen), qwen)
+    assert trained == ["<think>add them</think><|im_end|>", "4<|im_end|>"]
+    untrained_reasoning = render(conv, template, qwen, mask=MaskPolicy(reasoning=False))
+    assert _trained_pieces(untrained_reasoning, qwen) == ["4<|im_end|>"]
+    kinds = {s.kind for s in untrained_reasoning.spans}
+    assert {"reasoning", "text", "eot", "format", "scaffold"} <= kinds
