@@ -58,7 +58,8 @@ _CALL_EXTRA_KEYS = frozenset({"id", "type", "call_id", "tool_call_id", "index"})
 _CALL_TYPES = frozenset({"function", "function_call", "tool_call", "tool_use", "tool"})
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.M)
-_INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+# Inline code within one line: an unmatched backtick then costs one line, not the rest of the text.
+_INLINE_CODE = re.compile(r"(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 
 _CHATML = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _QUOTED_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,128})"')
@@ -78,12 +79,13 @@ _MARKER = re.compile(
     r"(\((?:[^()\n]|\([^()\n]*\))*\)|\{[^\n\]]*\})?[ \t]*\]", re.I)
 _MARKER_WITH = re.compile(r"\[(?:Calling|Called|Invoking|Invoked)[ \t]+`?([A-Za-z_][\w.\-]*)`?[ \t]+with[ \t]+"
                           r"[({][^\n]*[)}][ \t]*\]", re.I)
-_XML_INVOKE = re.compile(r"<invoke\s+name=\"([^\"]{1,128})\"\s*>(.*?)</invoke>", re.S)
+_XML_INVOKE = re.compile(r"<invoke\s+name=\"([^\"]{1,128})\"\s*>")
 _SPECIAL = re.compile(r"\[TOOL_CALLS\]|<\|tool_call\|>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
                       r"|<｜tool▁calls▁begin｜>|<｜tool▁call▁begin｜>|<start_function_call>")
 # Gemini models that fall back to text write ```tool_code\nprint(default_api.get_weather(city="Oslo"))\n```.
 _TOOL_CODE = re.compile(r"default_api\.([A-Za-z_]\w*)\s*\(")
 _JSON_START = re.compile(r"^[ \t]*[\[{]", re.M)
+_CALL_KEY = re.compile(r'"(?:name|function|action|tool)"\s*:')
 # Cheap pre-check: text with none of these cannot hold any family.
 _TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", "[", "<invoke", "<｜",
              "<start_function_call>", "default_api.")
@@ -267,14 +269,22 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
     if not tools:
         return
     taken = [(f.start, f.end) for f in found]
+    decoded_to = 0  # lines inside an object already decoded are not decoded again
+    attempts = 0
     for m in _JSON_START.finditer(text):
         start = m.end() - 1
-        if code.contains(start) or any(a <= start < b for a, b in taken):
+        if start < decoded_to or code.contains(start) or any(a <= start < b for a, b in taken):
             continue
+        # Only objects that name something near their start can be calls; a bounded number of tries keeps
+        # a long text of unclosed braces linear.
+        if not _CALL_KEY.search(text, start, start + 400) or attempts >= 64:
+            continue
+        attempts += 1
         try:
             value, end = _raw_decode(text, start)
         except ValueError:
             continue
+        decoded_to = end
         line_end = text.find("\n", end)
         rest = text[end:] if line_end < 0 else text[end:line_end]
         name, family = call_name(value)
@@ -447,14 +457,17 @@ def _markers(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[
 def _xml_invoke(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Finding]:
     if "<invoke" not in text:
         return
+    # Closing tags found once, so that many unclosed openings cost a bisect each, not a scan each.
+    closings = [m.start() for m in re.finditer("</invoke>", text)]
     for m in _XML_INVOKE.finditer(text):
-        if code.contains(m.start()):
+        i = bisect_right(closings, m.end() - 1)
+        if i == len(closings) or code.contains(m.start()):
             continue
-        body = m.group(2)
+        body = text[m.end():closings[i]]
         if "<parameter" in body or not body.strip():
-            start = text.rfind("<function_calls>", 0, m.start())
+            start = text.rfind("<function_calls>", max(0, m.start() - 200), m.start())
             start = start if start >= 0 and not text[start:m.start()].count("</function_calls>") else m.start()
-            end = m.end()
+            end = closings[i] + len("</invoke>")
             rest = text[end:end + 40]
             if rest.lstrip().startswith("</function_calls>"):
                 end += rest.index("</function_calls>") + len("</function_calls>")

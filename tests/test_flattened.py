@@ -157,6 +157,18 @@ def test_detector_never_raises_and_spans_stay_in_the_text(text, tools):
         assert f.known_tool == (f.name in tools)
 
 
+@pytest.mark.parametrize("text", ["a ` b\n" * 100_000, "{\n" * 100_000, '{"name": \n' * 100_000,
+                                  '<invoke name="x">' * 20_000, "<tool_call>{" * 20_000, "Action: x\n" * 50_000,
+                                  "[tool: x" * 50_000, "to=functions.x " * 50_000, "default_api.x(" * 20_000],
+                         ids=["backticks", "braces", "names", "invoke", "tool_call", "action", "marker", "harmony",
+                              "default_api"])
+def test_long_adversarial_text_stays_linear(text):
+    import time
+    start = time.perf_counter()
+    find_flattened(text, {"x"})
+    assert time.perf_counter() - start < 2.0
+
+
 def test_detector_is_total_on_odd_text():
     for text in ("", "{", "[", "<tool_call>", "<|python_tag|>", "Action:", "to=functions.", "```", "`" * 7,
                  '{"name": "x", "arguments": "{"}', "[" * 5000, "{" * 5000 + "}" * 5000, "\ud7ff\x00<invoke"):
