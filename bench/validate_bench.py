@@ -25,7 +25,8 @@ from pipeline.ingest import expand_paths, iter_raw, parse_record  # noqa: E402
 from pipeline.validate import ValidateConfig, validate  # noqa: E402
 
 FOLDERS = ("pydantic_ai_anthropic", "pydantic_ai_openai_chat", "pydantic_ai_openai_responses", "pydantic_ai_google",
-           "vercel_ai_anthropic", "vercel_ai_google", "vercel_ai_openai_chat", "vercel_ai_openai_responses")
+           "vercel_ai_anthropic", "vercel_ai_google", "vercel_ai_openai_chat", "vercel_ai_openai_responses",
+           "claude_code_spotter_sessions")
 
 
 def load(corpus: Path) -> list:
@@ -83,7 +84,7 @@ def main() -> None:
     for label, config in variants.items():
         seconds, issues = timed(lambda: sum(len(validate(c, config)) for c in convs), args.runs)
         print(f"  {label:<34} {n / seconds:>10,.0f} conv/s  ({seconds * 1000:8.1f} ms, {issues} issues, "
-              f"{parse_s / seconds:.1f}x parse speed)")
+              f"{parse_s / seconds:.1f}x faster than parsing)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""`sftprep validate`: check transcripts against the validation rules, report issues per record and a
-summary by code. Exit 1 when any record has an error (unreadable records count as errors)."""
+"""Check transcripts for broken tool-call structure: issues per record, then a summary by code.
+
+Exit 0 when no record has an error, 1 when any has (records that cannot be read or parsed count as
+errors, under their error's code), 2 for usage errors such as an unknown code in --severity."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from . import EXIT_FAILED, EXIT_OK
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("validate", help="check transcripts for broken tool-call structure",
-                              description=__doc__.splitlines()[0])
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
     cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record instead of the report")
