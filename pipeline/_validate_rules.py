@@ -236,7 +236,8 @@ def _turn_blocks(ctx: Context, first: int, end: int) -> list[tuple[Where, Any]]:
 
 def _anthropic_thinking_first(ctx: Context) -> Iterator[Found]:
     thinking = (ctx.conv.extras.get("anthropic") or {}).get("thinking")
-    enabled = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    # Only "enabled" obliges: with "adaptive" the model may choose not to think.
+    enabled = isinstance(thinking, dict) and thinking.get("type") == "enabled"
     n = len(ctx.conv.messages)
     tool_turns = []
     for first, end in _assistant_turns(ctx):
