@@ -48,9 +48,8 @@ class ConvertConfig(_Section):
 class RenderConfig(_Section):
     template: str = "chatml"
     tokenizer: str = "qwen2.5"
-    mask: str = "all_assistant"
-    train_reasoning: bool = True
-    train_end_of_turn: bool = True
+    # "all" or "last" assistant turns, optionally ",no-reasoning" and ",no-eot" (e.g. "last,no-eot").
+    mask: str = "all"
     date: str = "2026-01-01"  # pinned "today" for templates that print a date
 
 

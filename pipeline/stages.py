@@ -124,7 +124,8 @@ def export_stage(item: Item, ctx: Context) -> Item:
     from . import formats
 
     try:
-        item.export, entries = formats.serialize(item.conversation, target, strict=ctx.config.run.strict)
+        item.export, entries = formats.serialize(item.conversation, target, shape="request",
+                                                 strict=ctx.config.run.strict)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
     item.ledger.extend(entries)
@@ -135,7 +136,7 @@ WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ..
     ("parse", (parse_stage,)),
     ("validate", (validate_stage,)),
     ("shape", (shape_stage,)),
-    ("render", (render_stage, export_stage)),
+    ("render", (export_stage, render_stage)),
 )
 
 
