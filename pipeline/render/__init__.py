@@ -105,7 +105,7 @@ def check_roundtrip(conv: Conversation, rendered: Rendered, template: str | Fami
     parsed = parse_back(rendered.input_ids, template, tok)
     normalizer = tok.backend.normalizer
     normalize = normalizer.normalize_str if normalizer is not None else (lambda s: s)
-    check_parse_back(conv, parsed, rendered.ledger, normalize)
+    check_parse_back(conv, parsed, rendered.ledger, normalize, _family(template).policy.text_joiner)
     return parsed
 
 

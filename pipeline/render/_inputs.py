@@ -173,7 +173,7 @@ class _Builder:
         if len(parts) > 1:
             self.ledger.add("folded", "$.system", f"{len(parts)} instruction blocks joined into one system message")
         if parts:
-            self.items.append(_Item({"role": "system", "content": self.policy.text_joiner.join(parts)}, None, "$.system"))
+            self.items.append(_Item({"role": "system", "content": _join(self.policy.text_joiner, parts)}, None, "$.system"))
         elif self.policy.default_system is not None:
             self.ledger.add("synthesized", "$.system", "the template writes its default system prompt")
 
@@ -219,7 +219,7 @@ class _Builder:
             if count:
                 if count > 1:
                     self.ledger.add("folded", f"$.messages[{mi}]", f"{count} text blocks joined into one turn")
-                self.items.append(_Item({"role": role, "content": self.policy.text_joiner.join(texts)}, None,
+                self.items.append(_Item({"role": role, "content": _join(self.policy.text_joiner, texts)}, None,
                                         f"$.messages[{mi}]"))
             texts, count = [], 0
 
@@ -286,7 +286,7 @@ class _Builder:
             return
         if len(texts) > 1:
             self.ledger.add("folded", f"$.messages[{mi}]", f"{len(texts)} text blocks joined into one turn")
-        content = self.policy.text_joiner.join(texts)
+        content = _join(self.policy.text_joiner, texts)
         if not calls and not content:
             # An empty turn still needs a sentinel so its generation region can be attributed.
             content = self.marks.text("", BlockRef("text", mi, None, f"$.messages[{mi}]"), anchor=True)
@@ -294,7 +294,7 @@ class _Builder:
         if calls:
             out["tool_calls"] = calls
         if reasoning:
-            joined = self.policy.text_joiner.join(reasoning)
+            joined = _join(self.policy.text_joiner, reasoning)
             out["reasoning_content"] = joined
             out["thinking"] = joined
         self.items.append(_Item(out, None, f"$.messages[{mi}]"))
@@ -439,7 +439,12 @@ def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: st
             if ledger is not None:
                 ledger.add("folded", f"{path}.output", "structured output rendered as JSON text")
             return json.dumps(result.output, ensure_ascii=False)
-    return joiner.join(texts)
+    return _join(joiner, texts)
+
+
+def _join(joiner: str, texts: list[str]) -> str:
+    """Texts of one message joined; empty ones carry nothing and would only add stray separators."""
+    return joiner.join(t for t in texts if t)
 
 
 def _clip(text: str | None, n: int = 60) -> str:

@@ -2,7 +2,7 @@
 
 Both sides are reduced to the same projection and compared item by item:
 
-- instructions: the system and developer texts joined by newlines, as one ("system", text) item first;
+- instructions: the system and developer texts joined by the family's separator (a newline for ChatML), as one ("system", text) item first;
   later system/developer messages are ("system", text) items in place;
 - each run of text blocks of a user message: ("user", text) (texts joined by newlines);
 - each assistant message: ("assistant", text, reasoning, calls, media), calls as (name, arguments JSON
@@ -36,6 +36,10 @@ from ._inputs import block_path, result_text
 Normalize = Callable[[str], str]
 
 
+def _joiner(joiner: str) -> Callable[[list[str]], str]:
+    return lambda texts: joiner.join(t for t in texts if t)
+
+
 def _identity(text: str) -> str:
     return text
 
@@ -44,7 +48,11 @@ def dropped_paths(ledger: Iterable[LedgerEntry]) -> set[str]:
     return {entry.path for entry in ledger if entry.kind == "dropped"}
 
 
-def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Normalize = _identity) -> list[tuple]:
+def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Normalize = _identity,
+            joiner: str = "\n") -> list[tuple]:
+    """The comparable projection of `conv` (see the module docstring); `joiner` is the family's text
+    separator for several text blocks of one message."""
+    join = _joiner(joiner)
     calls: dict[str, tuple[str, str]] = {}
     for message in conv.messages:
         for block in message.blocks:
@@ -62,16 +70,16 @@ def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Norm
             else:
                 instructions.append(normalize(text))
     if instructions:
-        items.append(("system", "\n".join(instructions)))
+        items.append(("system", join(instructions)))
     items.extend(unplaced)
     for mi, message in enumerate(conv.messages):
         if f"$.messages[{mi}]" in dropped:
             continue
         kept = [(bi, b) for bi, b in enumerate(message.blocks) if block_path(mi, bi) not in dropped]
         if message.role == "assistant":
-            items.extend(_assistant(kept, normalize))
+            items.extend(_assistant(kept, normalize, join))
         else:
-            items.extend(_other(message.role, kept, calls, normalize))
+            items.extend(_other(message.role, kept, calls, normalize, join))
     tools = tuple((t.name, t.description, None if t.parameters is UNSET else _json(t.parameters))
                   for ti, t in enumerate(conv.tools) if f"$.tools[{ti}]" not in dropped)
     if tools:
@@ -102,7 +110,7 @@ def _call(block: ToolCall, normalize: Normalize) -> tuple[str, str]:
     return block.name, normalize(_json(arguments))
 
 
-def _assistant(kept, normalize: Normalize) -> list[tuple]:
+def _assistant(kept, normalize: Normalize, join: Callable[[list[str]], str]) -> list[tuple]:
     texts, reasoning, calls, media, other = [], [], [], [], []
     for _, block in kept:
         match block:
@@ -116,13 +124,14 @@ def _assistant(kept, normalize: Normalize) -> list[tuple]:
                 calls.append(_call(block, normalize))
             case ToolResult() | Opaque():
                 other.append(type(block).__name__)
-    text = "\n".join(texts)
+    text = join(texts)
     if not (text or reasoning or calls or media or other):
         return []
     return [("assistant", text, tuple(reasoning), tuple(calls), tuple(media) + tuple(other))]
 
 
-def _other(role: str, kept, calls: dict[str, tuple[str, str]], normalize: Normalize) -> list[tuple]:
+def _other(role: str, kept, calls: dict[str, tuple[str, str]], normalize: Normalize,
+           join: Callable[[list[str]], str]) -> list[tuple]:
     label = "system" if role in ("system", "developer") else "user"
     out: list[tuple] = []
     texts: list[str] = []
@@ -132,17 +141,17 @@ def _other(role: str, kept, calls: dict[str, tuple[str, str]], normalize: Normal
                 texts.append(normalize(_text_of(block)))
             case ToolResult():
                 if texts:
-                    out.append((label, "\n".join(texts)))
+                    out.append((label, join(texts)))
                     texts = []
                 text = normalize(result_text(block, None, "", ""))
                 out.append(("result", text, calls.get(block.call_id) if block.call_id else None))
             case _:
                 if texts:
-                    out.append((label, "\n".join(texts)))
+                    out.append((label, join(texts)))
                     texts = []
                 out.append((label + "-block", type(block).__name__, getattr(block, "kind", None)))
     if texts:
-        out.append((label, "\n".join(texts)))
+        out.append((label, join(texts)))
     return [item for item in out if not (item[0] in ("user", "system") and not item[1])]
 
 
@@ -186,10 +195,10 @@ def _show(item: tuple) -> str:
 
 
 def check_parse_back(conv: Conversation, parsed: Conversation, ledger: Iterable[LedgerEntry],
-                     normalize: Normalize = _identity) -> None:
+                     normalize: Normalize = _identity, joiner: str = "\n") -> None:
     """Raise RenderError when `parsed` is not `conv` up to the ledger."""
-    expected = project(conv, dropped_paths(ledger), normalize)
-    actual = project(parsed, set(), normalize)
+    expected = project(conv, dropped_paths(ledger), normalize, joiner)
+    actual = project(parsed, set(), normalize, joiner)
     problem = compare(expected, actual)
     if problem is not None:
         raise RenderError(f"parse-back differs from the rendered conversation: {problem}", code="render_parse_back")

@@ -12,7 +12,7 @@ character spans become token spans through per-piece offsets, so nothing loops o
 from __future__ import annotations
 
 import json
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -374,6 +374,7 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
     points = sorted([(s, e, r.message, r.kind) for s, e, r in blocks if r.message is not None]
                     + [(s, s, r.message, r.kind) for s, r in found.anchors])
     point_starts = [p[0] for p in points]
+    eot_starts = [p[0] for p in eot_pieces]
     regions: list[_Region] = []
     if found.regions:
         for start, end in found.regions:
@@ -387,7 +388,8 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
                 raise RenderError("a generation region holds a non-assistant message",
                                   path=f"$.messages[{message}]", code="render_template_structure")
             last = max((p[1] for p in points[lo:hi]), default=start)
-            eot = next((p for p in reversed(eot_pieces) if last <= p[0] and p[1] <= end), None)
+            i = bisect_right(eot_starts, end - 1) - 1  # the last end-of-turn token starting in the region
+            eot = eot_pieces[i] if i >= 0 and last <= eot_pieces[i][0] and eot_pieces[i][1] <= end else None
             kinds = {p[3] for p in points[lo:hi] if p[1] <= end}
             regions.append(_Region(start, end, message, eot, reasoning_only=kinds == {"reasoning"}))
         return regions
@@ -398,10 +400,12 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
         if conv.messages[mi].role == "assistant":
             span = by_message.setdefault(mi, [s, e])
             span[0], span[1] = min(span[0], s), max(span[1], e)
-    eot_starts = [p[0] for p in eot_pieces]
     for mi, (start, end) in sorted(by_message.items()):
         i = bisect_right(eot_starts, end - 1)
-        next_start = min((p[0] for p in points if p[0] >= end and p[2] != mi), default=None)
+        k = bisect_left(point_starts, end)
+        while k < len(points) and points[k][2] == mi:
+            k += 1
+        next_start = points[k][0] if k < len(points) else None
         eot = eot_pieces[i] if i < len(eot_pieces) and (next_start is None or eot_pieces[i][0] < next_start) else None
         regions.append(_Region(start, eot[1] if eot else end, mi, eot))
     return regions
@@ -415,6 +419,7 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
     items += [(g.eot[0], g.eot[1], g.message, None, "eot") for g in regions if g.eot is not None]
     items.sort()
     region_bounds = sorted((g.start, g.end, g.message) for g in regions)
+    region_ends = [g[1] for g in region_bounds]
     out: list[Span] = []
 
     def emit(a: int, b: int, message, block, kind) -> None:
@@ -423,9 +428,10 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
 
     def gap(a: int, b: int, prev_msg, next_msg) -> None:
         scaffold_msg = prev_msg if prev_msg == next_msg else None
-        for gs, ge, gm in region_bounds:
-            if ge <= a or gs >= b:
-                continue
+        for k in range(bisect_right(region_ends, a), len(region_bounds)):
+            gs, ge, gm = region_bounds[k]
+            if gs >= b:
+                break
             emit(a, max(a, gs), scaffold_msg, None, "scaffold")
             emit(max(a, gs), min(b, ge), gm, None, "format")
             a = min(b, ge)

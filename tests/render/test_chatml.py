@@ -564,3 +564,13 @@ def test_reasoning_policy_with_a_template_that_renders_reasoning(qwen):
     assert _trained_pieces(untrained_reasoning, qwen) == ["4<|im_end|>"]
     kinds = {s.kind for s in untrained_reasoning.spans}
     assert {"reasoning", "text", "eot", "format", "scaffold"} <= kinds
+
+
+def test_several_text_blocks_are_joined_and_ledgered(qwen, chatml):
+    conv = Conversation(messages=(Message(role="user", blocks=(Text("first"), Text(""), Text("second"))),
+                                  Message(role="user", blocks=(Text(""),)),
+                                  Message(role="assistant", blocks=(Text("ok"),))))
+    rendered = render(conv, chatml, qwen)
+    assert "<|im_start|>user\nfirst\nsecond<|im_end|>\n<|im_start|>user\n<|im_end|>\n" in rendered.text
+    assert ("folded", "$.messages[0]") in {(e.kind, e.path) for e in rendered.ledger}
+    check_roundtrip(conv, rendered, chatml, qwen)
