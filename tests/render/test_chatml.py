@@ -127,7 +127,7 @@ def golden_text(name: str, rendered, tokenizer) -> str:
     ledger = "\n".join(f"{e.kind} {e.path}: {e.reason}" for e in rendered.ledger) or "(empty)"
     return (f"# sftprep golden: template={rendered.template} tokenizer={rendered.tokenizer} fixture={name}\n"
             f"# tokens={len(rendered.input_ids)} trained={sum(rendered.loss_mask)}\n"
-            f"=== text\n{rendered.text}\n"
+            f"=== text (decoded from the ids)\n{tokenizer.decode(rendered.input_ids)}\n"
             f"=== mask (trained tokens between ⟦ and ⟧)\n{mask_view(rendered, tokenizer)}\n"
             f"=== ids\n{' '.join(map(str, rendered.input_ids))}\n"
             f"=== ledger\n{ledger}\n")
@@ -143,6 +143,7 @@ def _section(golden: str, title: str) -> str:
 @pytest.mark.parametrize("name", fixture_names())
 def test_golden(name, qwen, chatml, regen_goldens):
     rendered = render(load_fixture(name), chatml, qwen)
+    assert qwen.decode(rendered.input_ids) == rendered.text
     actual = golden_text(name, rendered, qwen)
     path = GOLDENS / "chatml" / f"{name}.txt"
     if regen_goldens:
