@@ -57,6 +57,11 @@ class Writer:
         item_role = role
         if role == "tool":
             item_role = "user"
+        if message.name is not None or message.weight is not None:
+            where = base[:-7] if base.endswith(".blocks") else base
+            for field in ("name", "weight"):
+                if getattr(message, field) is not None:
+                    self.ledger.add("dropped", where, f"message {field} has no place in openai-responses input")
         blocks = message.blocks
         for bi, block in enumerate(blocks):
             while empty_i < len(empty) and empty[empty_i][0] == bi:
@@ -65,6 +70,8 @@ class Writer:
                 out.append(self._empty_item(empty[empty_i][1], item_role))
                 empty_i += 1
             path = f"{base}[{offset + bi}]"
+            if not isinstance(block, (Reasoning, Opaque)) and block.signature is not None:
+                self._signature(path)
             is_part = isinstance(block, (Text, Media)) or (isinstance(block, Opaque) and bi in opaque_parts)
             if is_part:
                 layout = None
@@ -110,6 +117,11 @@ class Writer:
         while empty_i < len(empty):
             out.append(self._empty_item(empty[empty_i][1], item_role))
             empty_i += 1
+
+    def _signature(self, path: str) -> None:
+        # This format never writes one: a signature here is another provider's opaque state.
+        self.ledger.add("dropped", path, "another provider's signature (opaque reasoning state) cannot be "
+                                         "replayed in openai-responses")
 
     def _open(self, layout: dict | None, role: str, first) -> dict:
         item: dict = {}
@@ -216,6 +228,9 @@ class Writer:
                 part["file_id"] = block.file_id
             if not mine:
                 part["detail"] = "auto"  # required in message content; "auto" is the API default
+                if block.filename is not None:
+                    self.ledger.add("dropped", path, f"image file name '{block.filename}' has no field in "
+                                                     "openai-responses")
         elif block.text is not None and block.data is None and block.url is None and block.file_id is None:
             self.ledger.add("folded", path, "a plain-text document becomes an input_text part")
             return {"type": "input_text", "text": block.text}
@@ -355,7 +370,7 @@ class Writer:
         if "output" in extras:
             output: Any = extras["output"]
         else:
-            output = self._output(block, path, bool(form.get("s")))
+            output = self._output(block, path, form.get("s") == 1 if NAME in block.form else None)
         if block.is_error:
             self.ledger.add("folded", path, f"openai-responses has no error flag on tool output: "
                                             f"folded into the output as a '{ERROR_PREFIX.strip()}' prefix")
@@ -372,7 +387,8 @@ class Writer:
                 item[key] = value
         return item
 
-    def _output(self, block: ToolResult, path: str, as_string: bool) -> Any:
+    def _output(self, block: ToolResult, path: str, as_string: bool | None) -> Any:
+        """`as_string`: this format wrote a string (True) or a part list (False); None: another format."""
         content = block.content
         if block.output is not UNSET:
             if content:
@@ -382,12 +398,14 @@ class Writer:
                 self.ledger.add("folded", path, "structured tool output written as JSON text")
                 return orjson.dumps(block.output).decode()
         if not content:
-            return ""
+            return [] if as_string is False else ""
         if len(content) == 1 and isinstance(content[0], Text) and (as_string or own(content[0].form) is None) \
                 and not own(content[0].extras):
             return content[0].text
         parts = []
         for ci, inner in enumerate(content):
+            if inner.signature is not None:
+                self._signature(f"{path}.content[{ci}]")
             part = self.part(inner, f"{path}.content[{ci}]", "user", in_message=False)
             if part is not None:
                 parts.append(part)

@@ -374,16 +374,27 @@ near_values = st.recursive(
     max_leaves=40)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(json_values, near_values))
+near_items = st.fixed_dictionaries({"type": st.sampled_from(TYPES)},
+                                   optional={k: near_values for k in VOCAB if k != "type"})
+near_bodies = st.fixed_dictionaries({"input": st.lists(near_items, max_size=6)},
+                                    optional={"instructions": near_values, "model": st.text(max_size=3),
+                                              "tools": st.lists(near_values, max_size=3)})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(json_values, near_values, near_bodies, st.lists(near_items, max_size=6)))
 def test_detect_never_raises_and_parse_raises_only_project_errors(value):
     codec.detect(value)
-    for shape in (None, "request", "messages", "response"):
+    for shape in ("request", "messages", "response"):
         try:
             conv = codec.parse(value, shape=shape)
         except SftprepError:
             continue
-        codec.serialize(conv, shape=conv.meta.shape or "request", ledger=Ledger(NAME))
+        # Whatever parse accepts, serialize gives back exactly, and every shape can be written.
+        ledger = Ledger(NAME)
+        assert codec.serialize(conv, shape=shape, ledger=ledger) == value and ledger.entries == []
+        for other in ("request", "messages", "response"):
+            codec.serialize(conv, shape=other, ledger=Ledger(NAME))
 
 
 # --- 4. the strict checker ---------------------------------------------------------------------------
@@ -640,6 +651,24 @@ def test_write_hosted_tools_of_other_providers():
     body, ledger = _write(conv)
     assert [t["name"] for t in body["tools"]] == ["get_weather"]
     assert ledger == [("dropped", "$.tools[1]"), ("dropped", "$.tools[1]"), ("dropped", "$.tools[1]")]
+
+
+def test_write_signatures_names_and_weights_are_ledgered():
+    ids = CallIds()
+    call = ToolCall(id=ids.new("f", {}), name="f", arguments={}, provider_id="g1", signature="CiQBsig")
+    conv = Conversation(messages=(
+        Message(role="user", name="alice", blocks=(Text("hi"),)),
+        Message(role="assistant", weight=0, blocks=(Text("ok", signature="CiQBtext"), call)),
+        Message(role="tool", blocks=(ToolResult(call_id=call.id, provider_id="g1", content=(
+            Text("done"), Media(kind="image", url="https://x/y.png", filename="y.png", signature="CiQBm"))),)),
+    ))
+    body, ledger = _write(conv)
+    assert "CiQB" not in json.dumps(body)
+    assert ledger == [("dropped", "$.messages[0]"), ("dropped", "$.messages[1]"),
+                      ("dropped", "$.messages[1].blocks[0]"), ("dropped", "$.messages[1].blocks[1]"),
+                      ("dropped", "$.messages[2].blocks[0].content[1]"),
+                      ("dropped", "$.messages[2].blocks[0].content[1]")]
+    assert check_request({"model": "gpt-5", **body}) == []
 
 
 def test_write_tool_message_text_moves_to_user():
