@@ -62,7 +62,8 @@ def assert_same(expected_text: str, expected_ids: list[int], actual_text: str, a
               min(len(expected_ids), len(actual_ids)))
     char = next((i for i, (a, b) in enumerate(zip(expected_text, actual_text)) if a != b),
                 min(len(expected_text), len(actual_text)))
-    pytest.fail(f"renders differ (first id difference at token {at}, first text difference at char {char})\n"
+    where_text = "texts are equal" if expected_text == actual_text else f"first text difference at char {char}"
+    pytest.fail(f"renders differ (first id difference at token {at}, {where_text})\n"
                 f"expected ids[{at}:]: {expected_ids[at:at + 40]}\nactual ids[{at}:]:   {actual_ids[at:at + 40]}\n"
                 f"expected text: {expected_text[max(0, char - 80):char + 200]!r}\n"
                 f"actual text:   {actual_text[max(0, char - 80):char + 200]!r}\n"
