@@ -168,8 +168,8 @@ def _parse_body(obj: Any, shape: str, strict: bool) -> Conversation:
                 form["instructions"] = ""
         elif instructions is None:
             form["instructions"] = None
-        else:
-            extras["instructions"] = instructions  # a prompt-template item list: kept, not modelled
+        else:  # a response echoes a prompt template's instructions as an item list: kept, not modelled
+            extras["instructions"] = expect(instructions, (str, list), "$.instructions", "'instructions'")
     messages: list = []
     if request:
         if "input" in obj:
@@ -192,11 +192,12 @@ def _parse_body(obj: Any, shape: str, strict: bool) -> Conversation:
     tools: list = []
     if "tools" in obj:
         raw_tools = obj["tools"]
-        if isinstance(raw_tools, list):
+        if raw_tools is None:
+            extras["tools"] = None
+        else:
+            expect(raw_tools, list, "$.tools", "'tools'")
             tools = [_parse_tool(t, f"$.tools[{i}]") for i, t in enumerate(raw_tools)]
             form["tools"] = 1
-        else:
-            extras["tools"] = raw_tools
     return Conversation(messages=tuple(messages), system=tuple(system), developer=tuple(developer),
                         tools=tuple(tools), meta=_meta(obj, shape), extras={NAME: extras} if extras else {},
                         form={NAME: form})

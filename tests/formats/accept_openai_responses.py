@@ -339,17 +339,3 @@ def _arguments(raw: str, path: str, errors: list[str]) -> None:
     if not isinstance(value, dict):
         errors.append(f"{path}: must be a JSON object, got {_describe(value)}")
 
-
-def check_output_items(items: list) -> list[str]:
-    """The structural checks alone over a list of input items (for converted bare item lists)."""
-    errors: list[str] = []
-    _check(items, typing.List[_input_item_type()], "$.input", errors)
-    if not errors:
-        _items(items, False, errors)
-    return errors
-
-
-@functools.cache
-def _input_item_type() -> Any:
-    from openai.types.responses.response_input_param import ResponseInputItemParam
-    return ResponseInputItemParam
