@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple, assert_never
+from typing import Any, Literal, NamedTuple, assert_never
 
 from msgspec import UNSET
 
@@ -229,6 +229,8 @@ class _Builder:
                 case Text() | Media():
                     text = self._content_text(block, path)
                     if text is not None:
+                        if message.role == "tool":
+                            self.ledger.add("moved", path, "text outside a tool result rendered as a user turn")
                         texts.append(self.marks.text(text, BlockRef(kind, mi, bi, path)))
                         count += 1
                 case ToolResult():
@@ -451,5 +453,3 @@ def _clip(text: str | None, n: int = 60) -> str:
     text = text or ""
     return repr(text if len(text) <= n else text[:n] + "...")
 
-
-Normalizer = Callable[[str], str]

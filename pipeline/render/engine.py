@@ -28,7 +28,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from ..conversation import Conversation
 from ..errors import ConfigError, RenderError
 from ..ledger import Ledger, LedgerEntry
-from ._inputs import (GEN_CLOSE, GEN_OPEN, MARK_RE, BlockRef, InputPolicy, Marks, SpanKind, TemplateInputs,
+from ._inputs import (GEN_CLOSE, GEN_OPEN, MARK_RE, BlockRef, InputPolicy, Marks, TemplateInputs,
                       build_inputs, mark_index, tojson)
 from .tokenizers import Segmented, Tokenizer
 
@@ -558,7 +558,3 @@ def to_json(rendered: Rendered) -> str:
                        "input_ids": rendered.input_ids, "loss_mask": rendered.loss_mask,
                        "spans": spans_json(rendered), "ledger": msgspec.to_builtins(list(rendered.ledger))},
                       ensure_ascii=False)
-
-
-SpanKinds: tuple[SpanKind, ...] = ("system", "developer", "tools", "text", "tool_call", "tool_result", "reasoning",
-                                   "media", "scaffold", "format", "eot")
