@@ -286,7 +286,7 @@ CALL = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"
      "must be an object"),
     (_body(tools=[{"name": "f"}]), "$.tools[0]", "'type'"),
     (_body(tools={"type": "web_search"}), "$.tools", "must be an array"),
-    (_body(instructions=42), "$.instructions", "must be an array"),
+    (_body(instructions=42), "$.instructions", "must be a string or an array"),
     (_body({"role": "user", "content": [{"text": "no type"}]}), "$.input[0].content[0]", "'type'"),
 ])
 def test_bad_request_names_path(body, path, words):
