@@ -111,7 +111,11 @@ def _assistant(body: str, ids: CallIds, turn: int) -> tuple[Message, list[ToolCa
     if pieces[-1] != "":
         raise RenderError(f"text after the tool calls: {pieces[-1][:60]!r}", path=f"$.turn[{turn}]", code="parse_back")
     for k, piece in enumerate(pieces[:-1]):
-        piece = piece if k == 0 else piece.removeprefix("\n")
+        if k > 0:
+            if not piece.startswith("\n"):
+                raise RenderError("tool calls must be separated by a newline", path=f"$.turn[{turn}].calls[{k}]",
+                                  code="parse_back")
+            piece = piece[1:]
         match = _CALL.fullmatch(piece + "</tool_call>")
         if match is None:
             raise RenderError(f"not a ChatML tool call: {piece[:80]!r}", path=f"$.turn[{turn}].calls[{k}]",
