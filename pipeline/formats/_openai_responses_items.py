@@ -54,7 +54,6 @@ OWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_f
 
 _CALL_HINT = frozenset({"mcp_call", "program"})
 _AUDIO_MEDIA_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
-_AUDIO_FORMATS = {"audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/wav": "wav", "audio/x-wav": "wav"}
 ERROR_PREFIX = "Error: "
 
 
@@ -154,6 +153,33 @@ class _Group:
         self.blocks.extend(blocks)
 
 
+class _Messages:
+    """The messages built so far, and the open group that consecutive items of its side extend."""
+
+    __slots__ = ("messages", "open", "extendable")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.open: _Group | None = None
+        self.extendable = False
+
+    def group(self, side: str | None, role: str) -> _Group:
+        """The open group when it is of `side`; else a new one (`side` None: a message of its own)."""
+        if side is not None and self.extendable and self.open is not None and self.open.role == side:
+            return self.open
+        if self.open is not None:
+            self.messages.append(self.open.message())
+        self.open = _Group(role)
+        self.extendable = side is not None
+        return self.open
+
+    def finish(self) -> list[Message]:
+        if self.open is not None:
+            self.messages.append(self.open.message())
+            self.open = None
+        return self.messages
+
+
 class Reader:
     """Parses items of one conversation; holds its call ids and call index."""
 
@@ -169,36 +195,28 @@ class Reader:
     def items(self, items: list, base: str, lead: bool):
         """-> (messages, system blocks, developer blocks, lead layout). With `lead`, the system and
         developer messages before any other item are the conversation's instructions."""
-        messages: list[Message] = []
+        out = _Messages()
         system: list = []
         developer: list = []
         lead_form: list = []
-        group: _Group | None = None
         leading = lead
         for i, item in enumerate(items):
             path = f"{base}[{i}]"
             expect(item, dict, path, "item")
             item_type = item.get("type")
-            if item_type is None or item_type == "message":
-                if item_type is None and "role" not in item:
-                    if "id" in item:  # an item_reference may leave out its type
-                        block = self.opaque(item, "item_reference")
-                        if group is None or group.role != "assistant":
-                            if group is not None:
-                                messages.append(group.message())
-                            group = _Group("assistant")
-                        group.blocks.append(block)
-                        leading = False
-                        continue
+            if item_type is None and "role" not in item:
+                if "id" not in item:
                     raise ParseError("missing required field 'type'", path=path)
+                item_type = "item_reference"  # the one item that may leave out its type
+            elif item_type is None or item_type == "message":
                 role = require(item, "role", str, path)
                 if role not in MESSAGE_ROLES:
                     raise ParseError(f"unknown role '{role}' (expected one of user, assistant, system, developer)",
                                      path=f"{path}.role")
-                blocks, layout, item_extras, opaque_at = self.message_content(item, path, role)
+                content = self.message_content(item, path, role)
                 if leading and role in ("system", "developer"):
                     one = _Group(role)
-                    one.add_content(blocks, layout, item_extras, opaque_at)
+                    one.add_content(*content)
                     entry = {"role": role, "n": len(one.blocks)}
                     if one.form:
                         entry["m"] = one.form  # message-level layout (empty content, opaque parts)
@@ -206,39 +224,16 @@ class Reader:
                     lead_form.append(entry)
                     continue
                 leading = False
-                if role == "assistant":
-                    if group is None or group.role != "assistant":
-                        if group is not None:
-                            messages.append(group.message())
-                        group = _Group("assistant")
-                    group.add_content(blocks, layout, item_extras, opaque_at)
-                    continue
-                if group is not None:
-                    messages.append(group.message())
-                    group = None
-                one = _Group(role)
-                one.add_content(blocks, layout, item_extras, opaque_at)
-                messages.append(one.message())
+                # Assistant message items join the assistant turn; any other is a message of its own.
+                out.group("assistant" if role == "assistant" else None, role).add_content(*content)
                 continue
             if not isinstance(item_type, str):
                 raise ParseError(f"'type' must be a string, got {type(item_type).__name__}", path=f"{path}.type")
             leading = False
-            block = self.item(item, item_type, path)
             side = item_side(item, item_type)
-            if side in ("assistant", "tool"):
-                if group is None or group.role != side:
-                    if group is not None:
-                        messages.append(group.message())
-                    group = _Group(side)
-                group.blocks.append(block)
-            else:
-                if group is not None:
-                    messages.append(group.message())
-                    group = None
-                messages.append(Message(role=side, blocks=(block,)))  # type: ignore[arg-type]
-        if group is not None:
-            messages.append(group.message())
-        return messages, system, developer, lead_form
+            block = self.item(item, item_type, path)
+            out.group(side if side in ("assistant", "tool") else None, side).blocks.append(block)
+        return out.finish(), system, developer, lead_form
 
     def item(self, item: dict, item_type: str, path: str):
         match item_type:
