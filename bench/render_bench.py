@@ -1,0 +1,447 @@
+"""Render + tokenize + write a training set, three ways, on the same conversations and tokenizer:
+
+  (a) baseline: `datasets.Dataset.map` calling `tokenizer.apply_chat_template(messages, tools=...,
+      chat_template=<trl 1.16.0 qwen2_5_training.jinja>, tokenize=True, return_dict=True,
+      return_assistant_tokens_mask=True)` with num_proc = cores, then `to_parquet`;
+  (b) bound: `tokenizers.Tokenizer.encode_batch` over the already-rendered texts (tokenizing everything);
+  (c) `sftprep run` (pipeline.run.run_job): chatml + qwen2.5, Parquet out, workers = cores.
+
+    python bench/render_bench.py [--quick] [--agent N] [--distinct N] [--workers N] [--keep DIR]
+
+Workloads, written to a temporary directory (never into the repo) from the tau-bench airline trajectories
+of the corpus (SFTPREP_CORPUS, default ../shared/corpus):
+  agent     trajectories scaled up to N conversations; every user message, tool result and assistant text
+            carries a per-conversation tag, so only the system prompt, the tool definitions, the template
+            scaffolding and the tool-call bodies of the replicated trajectories repeat;
+  distinct  the same, plus a distinct system prompt and tool order per conversation (little repetition).
+
+Each measured phase runs in its own child process, started from this one, so that its peak memory (the
+sum of RSS over the child's process tree, sampled) is its own. Load time of the input into a Dataset is not
+charged to (a); (c) reads and parses the JSONL itself. After the phases the bench checks, row for row, that
+(c)'s input_ids equal (a)'s and that the loss masks are equal up to one documented difference: trl's
+template trains the newline after `<|im_start|>assistant` and the newline after an assistant's
+`<|im_end|>`; sftprep's chatml trains neither (they are template scaffolding, not what the model writes).
+Exit status 1 if any row differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CORPUS = Path(os.environ.get("SFTPREP_CORPUS", ROOT.parent / "shared" / "corpus")).resolve()
+TAU = CORPUS / "tau_bench_gpt4o_airline" / "gpt-4o-airline.json"
+TRL_TEMPLATE = "trl/chat_templates/qwen2_5_training.jinja"
+TRL_TEMPLATE_SHA256 = "0cd86fb80f520885e35040a8df321540e729d3358da41f27cf74d33103d94f62"
+
+# --- the workloads ----------------------------------------------------------------------------------
+
+# Tool definitions for the airline trajectories (the corpus logs the calls, not the tool list). Written
+# for this bench from the argument shapes the calls use.
+_FLIGHTS = {"type": "array", "description": "Flight segments, in travel order.",
+            "items": {"type": "object", "properties": {
+                "flight_number": {"type": "string", "description": "Flight number, such as 'HAT001'."},
+                "date": {"type": "string", "description": "Date of the flight, YYYY-MM-DD."}},
+                "required": ["flight_number", "date"]}}
+_PASSENGERS = {"type": "array", "description": "Every passenger of the reservation.",
+               "items": {"type": "object", "properties": {
+                   "first_name": {"type": "string", "description": "First name."},
+                   "last_name": {"type": "string", "description": "Last name."},
+                   "dob": {"type": "string", "description": "Date of birth, YYYY-MM-DD."}},
+                   "required": ["first_name", "last_name", "dob"]}}
+_STR = {"type": "string"}
+
+
+def _tool(name: str, description: str, properties: dict, required: list[str] | None = None) -> dict:
+    params = {"type": "object", "properties": properties,
+              "required": list(properties) if required is None else required}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
+
+
+def _described(schema: dict, description: str) -> dict:
+    return {**schema, "description": description}
+
+
+AIRLINE_TOOLS = [
+    _tool("book_reservation", "Book a reservation for a user once they have confirmed every detail.", {
+        "user_id": _described(_STR, "The user's id, such as 'sara_doe_496'."),
+        "origin": _described(_STR, "IATA code of the departure airport, such as 'SFO'."),
+        "destination": _described(_STR, "IATA code of the arrival airport, such as 'JFK'."),
+        "flight_type": {"type": "string", "enum": ["one_way", "round_trip"], "description": "Trip type."},
+        "cabin": {"type": "string", "enum": ["basic_economy", "economy", "business"], "description": "Cabin class."},
+        "flights": _FLIGHTS, "passengers": _PASSENGERS,
+        "payment_methods": {"type": "array", "description": "How the booking is paid, method by method.",
+                            "items": {"type": "object", "properties": {
+                                "payment_id": _described(_STR, "A payment method id of the user."),
+                                "amount": {"type": "number", "description": "Amount charged to it."}},
+                                "required": ["payment_id", "amount"]}},
+        "total_baggages": {"type": "integer", "description": "Checked bags in total."},
+        "nonfree_baggages": {"type": "integer", "description": "Checked bags that are paid for."},
+        "insurance": {"type": "string", "enum": ["yes", "no"], "description": "Whether travel insurance is bought."}}),
+    _tool("calculate", "Evaluate an arithmetic expression (numbers, + - * / and parentheses).",
+          {"expression": _described(_STR, "The expression, such as '2 * (3 + 4)'.")}),
+    _tool("cancel_reservation", "Cancel a whole reservation.",
+          {"reservation_id": _described(_STR, "The reservation id, such as 'ZFA04Y'.")}),
+    _tool("get_reservation_details", "Get the details of a reservation.",
+          {"reservation_id": _described(_STR, "The reservation id, such as 'ZFA04Y'.")}),
+    _tool("get_user_details", "Get the profile of a user: name, address, payment methods, reservations.",
+          {"user_id": _described(_STR, "The user's id, such as 'sara_doe_496'.")}),
+    _tool("list_all_airports", "List every airport served, with its city.", {}),
+    _tool("search_direct_flight", "Search direct flights between two airports on a date.", {
+        "origin": _described(_STR, "IATA code of the departure airport."),
+        "destination": _described(_STR, "IATA code of the arrival airport."),
+        "date": _described(_STR, "Date of travel, YYYY-MM-DD.")}),
+    _tool("search_onestop_flight", "Search flights with one stop between two airports on a date.", {
+        "origin": _described(_STR, "IATA code of the departure airport."),
+        "destination": _described(_STR, "IATA code of the arrival airport."),
+        "date": _described(_STR, "Date of travel, YYYY-MM-DD.")}),
+    _tool("send_certificate", "Send a travel certificate to a user as a goodwill gesture.", {
+        "user_id": _described(_STR, "The user's id."),
+        "amount": {"type": "number", "description": "Value of the certificate in dollars."}}),
+    _tool("think", "Think about something without acting or fetching anything; the thought is logged.",
+          {"thought": _described(_STR, "What to think about.")}),
+    _tool("transfer_to_human_agents", "Hand the conversation to a human agent, when the request is outside "
+          "what the policy lets the agent do.", {"summary": _described(_STR, "What the user needs, for the human agent.")}),
+    _tool("update_reservation_baggages", "Change the checked bags of a reservation.", {
+        "reservation_id": _described(_STR, "The reservation id."),
+        "total_baggages": {"type": "integer", "description": "Checked bags in total."},
+        "nonfree_baggages": {"type": "integer", "description": "Checked bags that are paid for."},
+        "payment_id": _described(_STR, "Payment method for the extra bags.")}),
+    _tool("update_reservation_flights", "Change the flights (and cabin) of a reservation.", {
+        "reservation_id": _described(_STR, "The reservation id."),
+        "cabin": {"type": "string", "enum": ["basic_economy", "economy", "business"], "description": "Cabin class."},
+        "flights": _FLIGHTS, "payment_id": _described(_STR, "Payment method for any price difference.")}),
+    _tool("update_reservation_passengers", "Change the passengers' details of a reservation.", {
+        "reservation_id": _described(_STR, "The reservation id."), "passengers": _PASSENGERS}),
+]
+
+
+def load_trajectories() -> list[list[dict]]:
+    if not TAU.is_file():
+        sys.exit(f"render_bench: the corpus file {TAU} is missing (set SFTPREP_CORPUS)")
+    return [item["traj"] for item in json.loads(TAU.read_text(encoding="utf-8"))]
+
+
+def _tagged(message: dict, tag: str) -> dict:
+    """A copy of the message whose text (if any) carries the conversation's tag."""
+    out = dict(message)
+    if isinstance(out.get("content"), str) and out["role"] in ("user", "tool", "assistant"):
+        out["content"] = out["content"] + f" [{tag}]"
+    return out
+
+
+def make_conversation(trajectories: list[list[dict]], k: int, kind: str) -> dict:
+    """Conversation k of a workload, as an OpenAI Chat request body."""
+    traj = trajectories[k % len(trajectories)]
+    tag = f"session {k:06d}"
+    messages = [traj[0]] + [_tagged(m, tag) for m in traj[1:]]
+    tools = AIRLINE_TOOLS
+    if kind == "distinct":
+        rng = random.Random(k)
+        system = dict(messages[0])
+        system["content"] = f"Deployment {k:06d} (region {rng.randrange(1000)}).\n\n" + system["content"]
+        messages[0] = system
+        tools = list(AIRLINE_TOOLS)
+        rng.shuffle(tools)
+    return {"model": "gpt-4o", "messages": messages, "tools": tools}
+
+
+def write_workload(path: Path, kind: str, n: int) -> None:
+    trajectories = load_trajectories()
+    with open(path, "w", encoding="utf-8") as out:
+        for k in range(n):
+            out.write(json.dumps(make_conversation(trajectories, k, kind), ensure_ascii=False) + "\n")
+
+
+def hf_inputs(body: dict) -> tuple[list[dict], list[dict]]:
+    """What a transformers user passes apply_chat_template: the OpenAI messages with arguments parsed to
+    objects (the Qwen templates `tojson` them: a string would be encoded twice) and the tools."""
+    messages = []
+    for message in body["messages"]:
+        if message.get("tool_calls"):
+            message = {**message, "tool_calls": [
+                {**call, "function": {**call["function"], "arguments": json.loads(call["function"]["arguments"] or "{}")}}
+                for call in message["tool_calls"]]}
+        messages.append(message)
+    return messages, body["tools"]
+
+
+# --- the phases (each runs in a child process) -------------------------------------------------------
+
+def trl_template() -> str:
+    """trl 1.16.0's qwen2_5_training.jinja, from the wheel (downloaded once with pip, sha256 checked)."""
+    from pipeline.render.tokenizers import cache_dir
+
+    cache = cache_dir() / "test-downloads"
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(cache.glob("trl-1.16.0-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "trl==1.16.0", "-d",
+                        str(cache)], check=True, timeout=300)
+        wheels = sorted(cache.glob("trl-1.16.0-*.whl"))
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        data = wheel.read(TRL_TEMPLATE)
+    if hashlib.sha256(data).hexdigest() != TRL_TEMPLATE_SHA256:
+        sys.exit(f"render_bench: {TRL_TEMPLATE} does not have the expected sha256")
+    return data.decode("utf-8")
+
+
+def _baseline_row(example, tokenizer, template):
+    messages, tools = json.loads(example["messages"]), json.loads(example["tools"])
+    out = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
+                                        return_dict=True, return_assistant_tokens_mask=True)
+    return {"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}
+
+
+def phase_baseline(workload: Path, out: Path, workers: int) -> dict:
+    import datasets
+
+    from pipeline.render import load_tokenizer
+
+    datasets.disable_progress_bars()
+    tokenizer = load_tokenizer("qwen2.5").to_transformers()
+    template = trl_template()
+    columns: dict[str, list[str]] = {"messages": [], "tools": []}
+    with open(workload, encoding="utf-8") as handle:
+        for line in handle:
+            messages, tools = hf_inputs(json.loads(line))
+            # JSON strings: Arrow would merge the differing argument objects into one struct type and
+            # fill the missing keys with nulls, which the template would then render.
+            columns["messages"].append(json.dumps(messages, ensure_ascii=False))
+            columns["tools"].append(json.dumps(tools, ensure_ascii=False))
+    dataset = datasets.Dataset.from_dict(columns)
+    del columns
+    started = time.perf_counter()
+    mapped = dataset.map(_baseline_row, fn_kwargs={"tokenizer": tokenizer, "template": template},
+                         num_proc=workers, remove_columns=["messages", "tools"])
+    mapped.to_parquet(str(out / "baseline.parquet"))
+    seconds = time.perf_counter() - started
+    import pyarrow.parquet as pq
+
+    ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids")
+    tokens = sum(len(x) for x in ids.to_pylist())
+    return {"seconds": seconds, "conversations": len(mapped), "tokens": tokens}
+
+
+def phase_bound(out: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    from pipeline.render import load_tokenizer
+
+    backend = load_tokenizer("qwen2.5").backend
+    ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
+    texts = backend.decode_batch(ids, skip_special_tokens=False)  # the rendered texts (not timed)
+    started = time.perf_counter()
+    encodings = backend.encode_batch(texts, add_special_tokens=False)
+    seconds = time.perf_counter() - started
+    same = sum(e.ids == x for e, x in zip(encodings, ids))
+    return {"seconds": seconds, "conversations": len(texts), "tokens": sum(len(e.ids) for e in encodings),
+            "same_ids": same}
+
+
+def phase_sftprep(workload: Path, out: Path, workers: int) -> dict:
+    from pipeline.config import load_config
+    from pipeline.run import run_job
+
+    config = load_config(None, {
+        "input.paths": [str(workload)], "output.dir": str(out / "sftprep"), "render.template": "chatml",
+        "render.tokenizer": "qwen2.5", "run.workers": workers, "shape.max_tokens": 0, "convert.to": ""})
+    started = time.perf_counter()
+    result = run_job(config, progress=False)
+    seconds = time.perf_counter() - started
+    import pyarrow.parquet as pq
+
+    tokens = sum(pq.read_metadata(p).num_rows and sum(pq.read_table(p, columns=["num_tokens"]).column(0).to_pylist())
+                 for p in result.shards)
+    stats = result.stats.to_dict()
+    return {"seconds": seconds, "conversations": result.stats.read, "written": result.stats.written,
+            "tokens": tokens, "rejected": stats["records"]["rejected"], "filtered": stats["records"]["filtered"],
+            "reasons": {stage: {**c["rejected"], **c["filtered"]} for stage, c in stats["stages"].items()
+                        if c["rejected"] or c["filtered"]}}
+
+
+PHASES = {"baseline": phase_baseline, "bound": phase_bound, "sftprep": phase_sftprep}
+
+
+def _child_main(argv: list[str]) -> None:
+    name, workload, out, workers, result = argv
+    fn = PHASES[name]
+    args = {"baseline": (Path(workload), Path(out), int(workers)), "bound": (Path(out),),
+            "sftprep": (Path(workload), Path(out), int(workers))}[name]
+    Path(result).write_text(json.dumps(fn(*args)))
+
+
+# --- orchestration ------------------------------------------------------------------------------------
+
+class _TreeSampler:
+    """Peak of the summed RSS of a process and all its descendants, sampled every 20 ms."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.psutil, self.root, self.peak = psutil, psutil.Process(pid), 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            try:
+                for proc in [self.root, *self.root.children(recursive=True)]:
+                    try:
+                        total += proc.memory_info().rss
+                    except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
+                        pass
+            except self.psutil.NoSuchProcess:
+                return
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.02)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def run_phase(name: str, workload: Path, out: Path, workers: int) -> dict:
+    result = out / f"{name}.result.json"
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "true", "HF_DATASETS_CACHE": str(out / "hf-cache")}
+    child = subprocess.Popen([sys.executable, __file__, "_phase", name, str(workload), str(out), str(workers),
+                              str(result)], env=env)
+    sampler = _TreeSampler(child.pid)
+    code = child.wait()
+    peak = sampler.stop()
+    if code != 0:
+        sys.exit(f"render_bench: phase {name} failed (exit {code})")
+    data = json.loads(result.read_text())
+    data["peak_rss"] = peak
+    return data
+
+
+def check_same(out: Path, workload: Path) -> dict:
+    """(c)'s rows against (a)'s: ids equal; masks equal once trl's two trained newlines are cleared."""
+    import pyarrow.parquet as pq
+
+    from pipeline.render import load_tokenizer
+
+    tok = load_tokenizer("qwen2.5")
+    (nl,), (assistant,) = tok.encode("\n"), tok.encode("assistant")
+    im_start, im_end = tok.token_id("<|im_start|>"), tok.token_id("<|im_end|>")
+    base = pq.read_table(out / "baseline.parquet").to_pydict()
+    ours_rows = []
+    for shard in sorted((out / "sftprep").glob("data-*.parquet")):
+        table = pq.read_table(shard, columns=["source", "input_ids", "loss_mask"]).to_pydict()
+        ours_rows += zip(table["source"], table["input_ids"], table["loss_mask"])
+    compared = ids_equal = masks_equal = cleared = 0
+    failures: list[str] = []
+    prefix = f"{workload}:"
+    for source, ids, mask in ours_rows:
+        assert source.startswith(prefix), source
+        row = int(source[len(prefix):]) - 1
+        base_ids, base_mask = base["input_ids"][row], base["assistant_masks"][row]
+        compared += 1
+        if ids != base_ids:
+            failures.append(f"row {row}: input_ids differ")
+            continue
+        ids_equal += 1
+        expected = list(base_mask)
+        for i in range(1, len(ids)):
+            if expected[i] and ids[i] == nl and (ids[i - 1] == im_end or (
+                    ids[i - 1] == assistant and i >= 2 and ids[i - 2] == im_start)):
+                expected[i] = 0
+                cleared += 1
+        if expected == list(mask):
+            masks_equal += 1
+        else:
+            at = next(i for i, (a, b) in enumerate(zip(expected, mask)) if a != b)
+            failures.append(f"row {row}: masks differ at token {at} ({tok.decode(ids[max(0, at - 5):at + 5])!r})")
+    return {"rows_a": len(base["input_ids"]), "compared": compared, "ids_equal": ids_equal,
+            "masks_equal": masks_equal, "newlines_cleared": cleared, "failures": failures}
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown CPU")
+    try:
+        import psutil
+
+        memory = f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    except ImportError:
+        memory = "unknown memory"
+    return f"{os.cpu_count()} cores ({model}), {memory}, Python {platform.python_version()}, {platform.system()}"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def report(kind: str, n: int, a: dict, b: dict, c: dict, check: dict) -> bool:
+    rate = {k: v["conversations"] / v["seconds"] for k, v in (("a", a), ("b", b), ("c", c))}
+    tps = {k: v["tokens"] / v["seconds"] for k, v in (("a", a), ("b", b), ("c", c))}
+    print(f"\n== workload '{kind}': {n:,} conversations, {a['tokens']:,} tokens "
+          f"({a['tokens'] / max(1, a['conversations']):,.0f} per conversation)")
+    print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'peak RSS':>10}")
+    for key, label, data in (("a", "(a) datasets.map + apply_chat_template", a),
+                             ("b", "(b) encode_batch of the rendered texts", b),
+                             ("c", "(c) sftprep run", c)):
+        print(f"  {label:44} {data['seconds']:8.1f} {rate[key]:9,.0f} {tps[key]:12,.0f} {_mib(data['peak_rss']):>10}")
+    print(f"  (c)/(a) = {rate['c'] / rate['a']:.2f}x    (c)/(b) = {rate['c'] / rate['b']:.2f}x   (conversations/s)")
+    if c["rejected"] or c["filtered"]:
+        print(f"  sftprep wrote {c['written']:,} of {c['conversations']:,}: {c['reasons']}")
+    print(f"  check: {check['compared']:,} rows compared, ids equal {check['ids_equal']:,}, masks equal "
+          f"{check['masks_equal']:,} (after clearing {check['newlines_cleared']:,} newlines trl trains); "
+          f"(b) re-encoded {b['same_ids']:,}/{b['conversations']:,} identically")
+    for line in check["failures"][:10]:
+        print("  MISMATCH", line)
+    return not check["failures"] and check["compared"] == c["written"] and b["same_ids"] == b["conversations"]
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_phase":
+        _child_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", type=int, default=20_000, help="conversations in the agent-log workload")
+    parser.add_argument("--distinct", type=int, default=5_000, help="conversations in the low-repetition workload")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for (a) and (c)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 600 and 300 conversations")
+    parser.add_argument("--keep", help="write workloads and outputs here (kept) instead of a temp dir")
+    args = parser.parse_args()
+    if args.quick:
+        args.agent, args.distinct = 600, 300
+    print(f"render_bench: {machine()}; workers={args.workers}")
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="sftprep-render-bench-") as tmp:
+        base = Path(args.keep) if args.keep else Path(tmp)
+        for kind, n in (("agent", args.agent), ("distinct", args.distinct)):
+            if n <= 0:
+                continue
+            out = base / kind
+            out.mkdir(parents=True, exist_ok=True)
+            workload = out / "conversations.jsonl"
+            write_workload(workload, kind, n)
+            print(f"{kind}: {n:,} conversations, {workload.stat().st_size / 2**20:,.0f} MiB of JSONL", flush=True)
+            a = run_phase("baseline", workload, out, args.workers)
+            b = run_phase("bound", workload, out, args.workers)
+            c = run_phase("sftprep", workload, out, args.workers)
+            ok &= report(kind, n, a, b, c, check_same(out, workload))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
