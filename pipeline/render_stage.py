@@ -106,8 +106,7 @@ class Renderer:
             "messages": _json(messages),
             "tools": _json(tools),
             "conversation": conversation_json(conv),
-            "issues": _json([{"code": i.code, "severity": i.severity, "path": i.path, "message": i.message}
-                             for i in item.issues]),
+            "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([{"kind": e.kind, "path": e.path, "reason": e.reason, "target": e.target}
                              for e in ledger]),
             "export": _json(item.export) if item.export is not None else None,
@@ -128,6 +127,13 @@ def cut_points(conv: Conversation) -> list[int]:
         if message.role == "assistant" and not open_calls:
             cuts.append(k)
     return cuts
+
+
+def _issue(issue) -> dict[str, Any]:
+    out = {"code": issue.code, "severity": issue.severity, "path": issue.path, "message": issue.message}
+    if issue.span is not None:  # a flattened call: where in the block's text (the QA report shows it)
+        out["span"], out["family"] = list(issue.span), issue.family
+    return out
 
 
 def _json(value: Any) -> str:

@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .config import JobConfig, to_dict
 from .ingest import expand_paths, iter_raw
@@ -25,6 +25,7 @@ class RunResult:
     output_dir: Path
     shards: list[Path]
     seconds: float
+    report: Any = None  # the QA report (pipeline.qa.Report) when output.qa_report is on
 
 
 def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
@@ -54,7 +55,13 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
-    return RunResult(stats, out, shards, time.perf_counter() - started)
+    report = None
+    if config.output.qa_report:  # built from the files just written, like `sftprep qa` would
+        from .qa import build_report, write_html
+
+        report = build_report(out)
+        write_html(report, out / "qa_report.html")
+    return RunResult(stats, out, shards, time.perf_counter() - started, report)
 
 
 def _batches(paths: list[Path], config: JobConfig, stats: Stats, rejects: JsonlFile) -> Iterator[list[RawRecord]]:
@@ -83,8 +90,11 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
     if item.outcome is not None:
         if item.outcome.kind == "rejected":
             o = item.outcome
-            rejects.write({"source": item.source, "stage": o.stage, "code": o.code, "message": o.message,
-                           "path": o.path, "record": item.record})
+            reject = {"source": item.source, "stage": o.stage, "code": o.code, "message": o.message,
+                      "path": o.path, "record": item.record}
+            if o.detail is not None:  # e.g. the text of a flattened call, for the QA report
+                reject["detail"] = o.detail
+            rejects.write(reject)
         return
     dedup = stats.stages["dedup"]
     dedup.seen += 1

@@ -5,6 +5,7 @@ journey with a rejection (code + where) or a filter (reason). `run_stages` count
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -26,6 +27,7 @@ class Outcome(NamedTuple):
     code: str  # rejection code, or filter reason
     message: str
     path: str = "$"
+    detail: dict | None = None  # extra facts for the rejects file (a flattened call's text)
 
 
 @dataclass(slots=True)
@@ -62,8 +64,8 @@ class Context:
         return self._renderer
 
 
-def reject(item: Item, stage: str, code: str, message: str, path: str = "$") -> Item:
-    item.outcome = Outcome("rejected", stage, code, message, path)
+def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:
+    item.outcome = Outcome("rejected", stage, code, message, path, detail)
     return item
 
 
@@ -91,8 +93,23 @@ def validate_stage(item: Item, ctx: Context) -> Item:
     rejecting = set(ctx.config.validate.reject)
     for issue in item.issues:
         if issue.severity in rejecting:
-            return reject(item, "validate", issue.code, issue.message, issue.path)
+            return reject(item, "validate", issue.code, issue.message, issue.path,
+                          _flagged(item.conversation, issue))
     return item
+
+
+_BLOCK_PATH = re.compile(r"\$\.messages\[(\d+)\]\.blocks\[(\d+)\]")
+
+
+def _flagged(conv: Conversation, issue: Issue) -> dict | None:
+    """For an issue that marks a span of text (a flattened call): the span and its text. The rejects
+    file keeps the provider's record, where the canonical offsets mean nothing, so the text goes along."""
+    match = _BLOCK_PATH.fullmatch(issue.path)
+    if issue.span is None or match is None:
+        return None
+    block = conv.messages[int(match[1])].blocks[int(match[2])]
+    start, end = issue.span
+    return {"family": issue.family, "span": [start, end], "text": (getattr(block, "text", None) or "")[start:end]}
 
 
 def shape_stage(item: Item, ctx: Context) -> Item:

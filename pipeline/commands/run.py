@@ -32,7 +32,14 @@ def handle(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     result = run_job(config, progress=False if args.quiet else None)
     stats = result.stats
+    if result.report is not None:
+        from rich.console import Console
+
+        from ..qa import render_terminal
+
+        render_terminal(result.report, Console(stderr=True, highlight=False), compact=True)
     print(f"sftprep run: {stats.summary_line()} -> {result.output_dir} "
-          f"({len(result.shards)} shard{'s' if len(result.shards) != 1 else ''}, {result.seconds:.1f}s)",
+          f"({len(result.shards)} shard{'s' if len(result.shards) != 1 else ''}, {result.seconds:.1f}s)"
+          + (f"; QA report: {result.output_dir / 'qa_report.html'}" if result.report is not None else ""),
           file=sys.stderr)
     return EXIT_OK

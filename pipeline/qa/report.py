@@ -1,0 +1,209 @@
+"""The QA report as data: every figure the HTML page and the terminal summary show, and nothing they
+compute themselves. Plain frozen structs, so `--json` is `msgspec.to_builtins(report)`."""
+
+from __future__ import annotations
+
+from msgspec import Struct, field
+
+
+class Count(Struct, frozen=True):
+    key: str
+    count: int
+
+
+class Stage(Struct, frozen=True):
+    name: str
+    seen: int
+    passed: int
+    rejected: list[Count]
+    filtered: list[Count]
+
+
+class Totals(Struct, frozen=True):
+    """`read`..`balanced` come from stats.json (None without it); `rows` and `reject_lines` are counted
+    in the files themselves, so the report can say when the two disagree."""
+
+    read: int | None
+    written: int | None
+    rejected: int | None
+    filtered: int | None
+    balanced: bool | None
+    rows: int
+    reject_lines: int
+    shards: int
+
+
+class SourceFile(Struct, frozen=True):
+    file: str
+    written: int
+    rejected: int
+    formats: list[Count]  # of the written rows
+
+
+class Format(Struct, frozen=True):
+    name: str
+    written: int
+    with_tool_calls: int
+    tokens: int
+    parsed: int | None  # stats.json's tally: passed every worker stage, counted before dedup
+
+
+class Bin(Struct, frozen=True):
+    label: str
+    low: int
+    high: int | None  # None: open-ended
+    count: int
+
+
+class ToolUse(Struct, frozen=True):
+    conversations: int
+    with_calls: int
+    calls: int
+    hosted_calls: int  # provider-run tools (web search, code execution) kept as opaque items
+    calls_per_conversation: list[Bin]
+    mean_calls: float
+    max_calls: int
+    call_turns: int  # assistant turns holding at least one call
+    parallel_turns: int  # ... holding two or more
+    parallel_rate: float | None
+    with_parallel: int  # conversations with a parallel turn
+    distinct_tools: int
+    top_tools: list[Count]
+    results: int
+    error_results: int
+    error_rate: float | None
+    image_results: int  # results whose content holds an image
+    schema_failures_kept: int  # arguments_schema issues on written rows (when it is a warning)
+    schema_failures_rejected: int  # records rejected for arguments_schema
+
+
+class Example(Struct, frozen=True):
+    source: str
+    outcome: str  # "written" (a warning the record kept) | "rejected"
+    path: str
+    message: str
+    excerpt: str  # what sits at `path`: a block of the conversation, or the rejected record
+
+
+class IssueCode(Struct, frozen=True):
+    code: str
+    severity: str  # of the kept ones; "error" for rejects
+    kept: int  # occurrences on written rows
+    kept_rows: int
+    rejected: int  # records rejected with this code (any stage)
+    stage: str  # where the rejections happened ("" when none)
+    tallied: int | None  # stats.json tallies.issues (before dedup), None when absent
+    examples: list[Example]
+
+
+class Flattened(Struct, frozen=True):
+    source: str
+    outcome: str
+    path: str
+    family: str
+    text: str
+
+
+class TemplateTokens(Struct, frozen=True):
+    template: str
+    tokenizer: str
+    rows: int
+    tokens: int
+    trained: int
+    min: int
+    median: float
+    p95: float
+    max: int
+    histogram: list[Bin]
+
+
+class Tokens(Struct, frozen=True):
+    templates: list[TemplateTokens]
+    tokens: int
+    trained: int
+    trained_share: float | None
+    trimmed: int  # written after whole-unit trimming
+    dropped: list[Count]  # filtered at render (too long, too short, nothing trained), from stats.json
+    max_tokens: int | None  # the job's limit (config.json), None when unknown or off
+
+
+class Duplicates(Struct, frozen=True):
+    enabled: bool | None  # shape.dedup in config.json
+    removed: int | None  # dedup stage, stats.json
+    repeated_ids: int  # written rows whose id (content hash) another written row also has
+
+
+class LedgerKind(Struct, frozen=True):
+    kind: str
+    entries: int
+    rows: int
+    targets: list[Count]  # entries by what could not carry them: a format, a template, the messages export
+    # stats.json tallies.ledger: counted in the workers before dedup, without the messages export
+    tallied: int | None
+
+
+class LedgerReason(Struct, frozen=True):
+    target: str
+    kind: str
+    reason: str
+    entries: int
+    rows: int
+
+
+class Ledger(Struct, frozen=True):
+    kinds: list[LedgerKind]
+    targets: list[Count]
+    reasons: list[LedgerReason]  # the most frequent
+
+
+class ReasoningDrop(Struct, frozen=True):
+    target: str
+    kind: str
+    blocks: int
+    rows: int
+
+
+class Reasoning(Struct, frozen=True):
+    rows: int  # written conversations holding reasoning
+    blocks: int
+    with_text: int  # visible text or summary
+    with_state: int  # signature, encrypted content or redacted data
+    dropped: list[ReasoningDrop]  # ledger entries on reasoning blocks, by target and kind
+    trained: bool | None  # the mask policy trains reasoning tokens (config.json)
+
+
+class ConvSummary(Struct, frozen=True):
+    id: str
+    source: str
+    source_format: str
+    template: str
+    tokens: int
+    trained: int
+    messages: int
+    tool_calls: int
+    trimmed: bool
+    preview: str  # the opening user text
+
+
+class Report(Struct, frozen=True):
+    title: str
+    inputs: list[str]  # the job's input paths (config.json), or the files given
+    files: list[str]  # what the report was built from
+    status: str  # "ok" | "empty" (nothing read) | "none_written" (all rejected or filtered) | "no_data"
+    notes: list[str]  # cross-checks that failed, missing files: said plainly at the top
+    totals: Totals
+    stages: list[Stage]
+    source_files: list[SourceFile]
+    source_folders: list[SourceFile]
+    formats: list[Format]
+    shapes: list[Count]
+    tools: ToolUse
+    issues: list[IssueCode]
+    flattened: list[Flattened]
+    tokens: Tokens
+    duplicates: Duplicates
+    ledger: Ledger
+    reasoning: Reasoning
+    longest: list[ConvSummary]
+    shortest: list[ConvSummary]
+    config: dict = field(default_factory=dict)
