@@ -125,6 +125,9 @@ class InputPolicy:
     bad_name: re.Pattern[str] | None = None
     # Mark call names as well as arguments (finds calls in templates that iterate the arguments).
     mark_names: bool = True
+    # Hand a result's structured output (a JSON object, with no text beside it) to the template as the
+    # object, for templates that `tojson` results (Llama 3.x): rendered once, not as a quoted string.
+    structured_results: bool = False
 
 
 # --- the conversion ---------------------------------------------------------------------------------
@@ -335,7 +338,11 @@ class _Builder:
             self.ledger.add("dropped", path + ".is_error", f"{self.policy.target} tool results have no error flag")
         if result.signature is not None:
             self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
-        message = {"role": "tool", "content": self.marks.text(content, BlockRef("tool_result", mi, bi, path))}
+        ref = BlockRef("tool_result", mi, bi, path)
+        if self.policy.structured_results and isinstance(result.output, dict) and not _has_text(result):
+            message = {"role": "tool", "content": self.marks.json(result.output, ref)}
+        else:
+            message = {"role": "tool", "content": self.marks.text(content, ref)}
         if result.call_id is not None or result.provider_id is not None:
             message["tool_call_id"] = result.provider_id or result.call_id
         if result.name is not None:
@@ -442,6 +449,10 @@ def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: st
                 ledger.add("folded", f"{path}.output", "structured output rendered as JSON text")
             return json.dumps(result.output, ensure_ascii=False)
     return _join(joiner, texts)
+
+
+def _has_text(result: ToolResult) -> bool:
+    return any(isinstance(p, Text) or (isinstance(p, Media) and p.text is not None) for p in result.content)
 
 
 def _join(joiner: str, texts: list[str]) -> str:

@@ -70,6 +70,10 @@ class RenderOptions(msgspec.Struct, frozen=True):
     # content (`if content.startswith(...)`). None: on for user templates, off for built-ins.
     verify_marks: bool | None = None
     template_kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    # For families that render one call per assistant turn and no text beside it (llama3): "split" the
+    # turn into consecutive turns, "drop-text" beside calls as the official template does, or "refuse".
+    # Each is ledgered; families that carry any turn ignore it.
+    calls: Literal["split", "drop-text", "refuse"] = "split"
 
 
 class Span(msgspec.Struct, frozen=True, array_like=True):
@@ -111,9 +115,18 @@ class Family:
     # A family may replace the generic conversion (e.g. one Harmony message per call).
     build_inputs: Callable[[Conversation, Marks, Ledger, InputPolicy], TemplateInputs] | None = None
     default_tokenizer: str | None = None
+    # A family may read render options into its input policy (llama3: the `calls` policy).
+    configure: Callable[[InputPolicy, RenderOptions], InputPolicy] | None = None
+    # A family that restructures turns (llama3 splits them) says what parse-back must equal: the
+    # conversation with the ledger's dropped parts removed and the restructuring applied.
+    expected: Callable[[Conversation, tuple[LedgerEntry, ...]], Conversation] | None = None
 
-    def inputs(self, conv: Conversation, marks: Marks, ledger: Ledger) -> TemplateInputs:
-        return (self.build_inputs or build_inputs)(conv, marks, ledger, self.policy)
+    def inputs(self, conv: Conversation, marks: Marks, ledger: Ledger,
+               options: RenderOptions | None = None) -> TemplateInputs:
+        policy = self.policy
+        if options is not None and self.configure is not None:
+            policy = self.configure(policy, options)
+        return (self.build_inputs or build_inputs)(conv, marks, ledger, policy)
 
 
 CUSTOM = Family(name="custom", policy=InputPolicy(target="custom template", reasoning="field", developer="system"))
@@ -299,12 +312,12 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
     _check_required_tokens(template, tokenizer)
     ledger = Ledger(template.name, strict=options.strict)
     marks = Marks()
-    inputs = family.inputs(conv, marks, ledger)
+    inputs = family.inputs(conv, marks, ledger, options)
     raw = template.render_raw(inputs, tokenizer, options)
     verify = options.verify_marks if options.verify_marks is not None else not template.builtin
     if verify:
-        plain = template.render_raw(family.inputs(conv, Marks(enabled=False), Ledger(template.name)), tokenizer,
-                                    options)
+        plain = template.render_raw(family.inputs(conv, Marks(enabled=False), Ledger(template.name), options),
+                                    tokenizer, options)
         if MARK_RE.sub("", plain) != MARK_RE.sub("", raw):
             raise RenderError(f"template '{template.name}' renders differently once blocks are marked (it inspects "
                               "message content), so spans cannot be located", code="render_marking")

@@ -1,0 +1,446 @@
+"""Llama 3.1 / 3.3 Instruct (JSON tool calling): the family's facts, its conversion, and the parser from
+its token stream back to a canonical Conversation.
+
+The format (what `templates/llama3.jinja` writes; H(r) = <|start_header_id|>r<|end_header_id|>\\n\\n):
+    <|begin_of_text|>H(system)[Environment: ipython\\n]Cutting Knowledge Date: December 2023\\n
+        Today Date: 26 Jul 2024\\n\\nSYSTEM<|eot_id|>
+    [H(user)Given the following functions, ...Do not use variables.\\n\\nTOOL_JSON\\n\\n...FIRST_USER<|eot_id|>]
+    H(user)TEXT<|eot_id|>
+    H(assistant)TEXT<|eot_id|>            or    H(assistant){"name": "N", "parameters": ARGS}<|eot_id|>
+    H(ipython)JSON_RESULT<|eot_id|>       (a text result as a JSON string, a structured one as the object)
+
+What the official template loses, and what this family does instead (never silently):
+- One call per assistant turn and no text beside it. RenderOptions.calls picks the policy:
+  `split` (default): the turn becomes consecutive assistant turns in block order, each run of text one
+  turn and each call one turn; each call's results move right after it (results of the turn's last
+  piece stay where they were). Nothing is lost and every call keeps its own result, which is why it is
+  the default. Caveat: a text turn followed by a call turn teaches the model to end a turn after the
+  text; choose `drop-text` for data that should look like what Llama 3.x itself produces.
+  `drop-text`: text beside a call is dropped, as the official template does (a ledger entry per
+  block); several calls are still split. `refuse`: RenderError naming the block.
+- Message text is trimmed, as the official template trims it: a ledger entry per trimmed block.
+- Results are `tojson`ed, as the official template does: reversible, so nothing is lost.
+Results carry no call id: a result answers the call of the assistant turn before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from msgspec import structs
+
+from ..conversation import (Block, Conversation, Media, Message, Meta, Opaque, Reasoning, Text, Tool, ToolCall,
+                            ToolResult)
+from ..errors import ConfigError, RenderError
+from ..ids import CallIds
+from ..ledger import Ledger, LedgerEntry, LedgerKind
+from ._inputs import BlockRef, InputPolicy, Marks, TemplateInputs, block_path, build_inputs
+from ._roundtrip import dropped_paths
+from .engine import Family, RenderOptions
+
+CALL_POLICIES = ("split", "drop-text", "refuse")
+
+BOS, EOT = "<|begin_of_text|>", "<|eot_id|>"
+HEADER_START, HEADER_END = "<|start_header_id|>", "<|end_header_id|>\n\n"
+_PREAMBLE = re.compile(r"(Environment: ipython\n)?Cutting Knowledge Date: December 2023\nToday Date: ([^\n]*)\n\n")
+CALL_FORMAT = ('Respond in the format {"name": function name, "parameters": dictionary of argument name and its '
+               'value}.Do not use variables.\n\n')
+USER_TOOLS_HEADER = ("Given the following functions, please respond with a JSON for a function call with its proper "
+                     "arguments that best answers the given prompt.\n\n" + CALL_FORMAT)
+SYSTEM_TOOLS_HEADER = ("You have access to the following functions. To call a function, please respond with JSON for "
+                       "a function call." + CALL_FORMAT)
+_CALL = re.compile(r'\{"name": "([^"\\\x00-\x1f]*)", "parameters": (.*)\}', re.DOTALL)
+
+
+@dataclass(frozen=True)
+class LlamaPolicy(InputPolicy):
+    calls: str = "split"  # one of CALL_POLICIES, from RenderOptions.calls
+
+
+POLICY = LlamaPolicy(target="llama3", reasoning="drop", developer="system", text_joiner="\n",
+                     bad_name=re.compile(r'["\\\x00-\x1f]'), structured_results=True)
+
+
+def configure(policy: InputPolicy, options: RenderOptions) -> InputPolicy:
+    if options.calls not in CALL_POLICIES:
+        raise ConfigError(f"unknown calls policy '{options.calls}'; valid: {', '.join(CALL_POLICIES)}",
+                          code="unknown_calls_policy")
+    return dataclasses.replace(policy, calls=options.calls)
+
+
+# --- restructuring: one call per turn, trimmed text -------------------------------------------------
+
+class _Prepared(NamedTuple):
+    conv: Conversation
+    # per message of `conv`: (index of the original message, original index of each of its blocks)
+    origin: list[tuple[int, tuple[int, ...]]]
+
+
+def _text_of(block: Block) -> str | None:
+    if isinstance(block, Text):
+        return block.text
+    if isinstance(block, Media):
+        return block.text
+    return None
+
+
+def _unit(block: Block) -> str | None:
+    """What a block is in an assistant turn: "text" (non-blank text), "call" (a call the template writes),
+    or None: blank text and what the conversion drops (reasoning, hosted calls, media, opaque items)."""
+    match block:
+        case Text() | Media():
+            text = _text_of(block)
+            return "text" if text is not None and text.strip() else None
+        case ToolCall():
+            return None if block.kind == "hosted" else "call"
+        case Reasoning() | Opaque() | ToolResult():
+            return None
+    return None
+
+
+def _pieces(blocks: list[tuple[int, Block]]) -> list[list[tuple[int, Block]]]:
+    """An assistant turn cut into turns Llama 3.x can write: each call alone, each run of other blocks
+    together; a run without text joins the next piece (or the previous one, at the end)."""
+    runs: list[list[tuple[int, Block]]] = []
+    for item in blocks:
+        if _unit(item[1]) == "call" or not runs or _unit(runs[-1][-1][1]) == "call":
+            runs.append([item])
+        else:
+            runs[-1].append(item)
+    pieces: list[list[tuple[int, Block]]] = []
+    pending: list[tuple[int, Block]] = []
+    for run in runs:
+        if any(_unit(b) is not None for _, b in run):
+            pieces.append(pending + run)
+            pending = []
+        else:
+            pending += run
+    if pending:
+        if pieces:
+            pieces[-1] += pending
+        else:
+            pieces.append(pending)
+    return pieces
+
+
+def prepare(conv: Conversation, calls: str, ledger: Ledger | None, drop: set[str] | None = None) -> _Prepared:
+    """The conversation as Llama 3.x turns can hold it: turns split (or text dropped, or a refusal) by
+    the `calls` policy, text trimmed; `ledger` gets an entry per change, at the original paths. With
+    `drop` (for the parse-back comparison), those paths are left out first, and so are empty
+    instructions (the stream cannot tell them from none)."""
+    parse_back_view = drop is not None
+    drop = drop or set()
+
+    def note(kind: LedgerKind, path: str, reason: str) -> None:
+        if ledger is not None:
+            ledger.add(kind, path, reason)
+
+    messages: list[tuple[Message, int, list[tuple[int, Block]]]] = []
+    for mi, message in enumerate(conv.messages):
+        if f"$.messages[{mi}]" in drop:
+            continue
+        messages.append((message, mi, [(bi, b) for bi, b in enumerate(message.blocks)
+                                       if block_path(mi, bi) not in drop]))
+    out: list[tuple[Message, int, list[tuple[int, Block]]]] = []
+    k = 0
+    while k < len(messages):
+        message, mi, blocks = messages[k]
+        k += 1
+        if message.role != "assistant":
+            out.append((message, mi, blocks))
+            continue
+        units = [(bi, _unit(b)) for bi, b in blocks]
+        n_calls = sum(1 for _, u in units if u == "call")
+        texts = [bi for bi, u in units if u == "text"]
+        if n_calls and texts and calls == "drop-text":
+            for bi in texts:
+                note("dropped", block_path(mi, bi), "text beside a tool call dropped, as the official Llama 3.x "
+                                                    "template does (calls=drop-text)")
+            blocks = [(bi, b) for bi, b in blocks if bi not in texts]
+            texts = []
+        pieces = _pieces(blocks)
+        if len(pieces) < 2:
+            out.append((message, mi, blocks))
+            continue
+        if calls == "refuse":
+            first_call = next(bi for bi, u in units if u == "call")
+            second = (texts[0] if texts else [bi for bi, u in units if u == "call"][1])
+            what = "text beside a tool call" if texts else "a second tool call in one turn"
+            raise RenderError(f"{what}: Llama 3.x renders one call per assistant turn and no text beside it "
+                              f"(calls=refuse; the call is at {block_path(mi, first_call)})",
+                              path=block_path(mi, second), code="render_unsupported_turn")
+        note("moved", f"$.messages[{mi}]", f"assistant turn rendered as {len(pieces)} consecutive turns in block "
+                                           "order, each call in its own turn (calls=split)")
+        # Results of a call that is not the turn's last piece move right after it.
+        movable = {b.id: p for p, piece in enumerate(pieces[:-1]) for _, b in piece
+                   if isinstance(b, ToolCall) and _unit(b) == "call"}
+        zone_end = k
+        while zone_end < len(messages) and messages[zone_end][0].role != "assistant":
+            zone_end += 1
+        moved: list[list[tuple[Message, int, list[tuple[int, Block]]]]] = [[] for _ in pieces]
+        rest: list[tuple[Message, int, list[tuple[int, Block]]]] = []
+        for zone_message, zi, zone_blocks in messages[k:zone_end]:
+            kept = []
+            for bi, b in zone_blocks:
+                if isinstance(b, ToolResult) and b.call_id in movable:
+                    moved[movable[b.call_id]].append((zone_message, zi, [(bi, b)]))
+                    note("moved", block_path(zi, bi), "result rendered right after the call it answers (calls=split)")
+                else:
+                    kept.append((bi, b))
+            if kept or not zone_blocks:
+                rest.append((zone_message, zi, kept))
+        for p, piece in enumerate(pieces):
+            out.append((message, mi, piece))
+            out.extend(moved[p])
+        out.extend(rest)
+        k = zone_end
+    new_messages, origin = [], []
+    for message, mi, blocks in out:
+        blocks = _trim_message(message.role, mi, blocks, note)
+        if message.role == "assistant":
+            _refuse_call_shaped_text(mi, blocks)
+        new_messages.append(structs.replace(message, blocks=tuple(b for _, b in blocks)))
+        origin.append((mi, tuple(bi for bi, _ in blocks)))
+    system, developer = _trim_instructions(conv, note, drop, parse_back_view)
+    prepared = structs.replace(conv, messages=tuple(new_messages), system=system, developer=developer)
+    if parse_back_view:
+        prepared = structs.replace(prepared, tools=tuple(t for ti, t in enumerate(conv.tools)
+                                                         if f"$.tools[{ti}]" not in drop))
+    return _Prepared(prepared, origin)
+
+
+_TRIMMED = "surrounding whitespace trimmed (Llama 3.x templates trim message text)"
+
+
+def _trim_run(run: list[tuple[int, Block]], path_of, note) -> dict[int, Block]:
+    """Strip whitespace from the start of a run of text blocks (joined by newlines) and from its end,
+    block by block, as trimming the joined text would. Returns the changed blocks by position."""
+    texts = {i: _text_of(b) for i, (_, b) in enumerate(run) if _text_of(b) is not None}
+    order = list(texts)
+    new = dict(texts)
+    for i in order:
+        new[i] = new[i].lstrip()
+        if new[i]:
+            break
+    for i in reversed(order):
+        new[i] = new[i].rstrip()
+        if new[i]:
+            break
+    changed = {}
+    for i in order:
+        if new[i] != texts[i]:
+            bi, block = run[i]
+            note("dropped", path_of(bi) + ".text", _TRIMMED)
+            changed[i] = structs.replace(block, text=new[i])
+    return changed
+
+
+def _trim_message(role: str, mi: int, blocks: list[tuple[int, Block]], note) -> list[tuple[int, Block]]:
+    # One rendered turn per run of text: the whole turn for an assistant, runs between results otherwise.
+    out = list(blocks)
+    start = 0
+    for end in range(len(out) + 1):
+        if end == len(out) or (role != "assistant" and isinstance(out[end][1], ToolResult)):
+            run = out[start:end]
+            for i, block in _trim_run(run, lambda bi: block_path(mi, bi), note).items():
+                out[start + i] = (run[i][0], block)
+            start = end + 1
+    return out
+
+
+def _trim_instructions(conv: Conversation, note, drop: set[str], drop_empty: bool):
+    run: list[tuple[int, Block]] = []
+    for name, blocks in (("system", conv.system), ("developer", conv.developer)):
+        run += [(len(run), b) for bi, b in enumerate(blocks) if f"$.{name}[{bi}]" not in drop]
+    paths = [f"$.{name}[{bi}]" for name, blocks in (("system", conv.system), ("developer", conv.developer))
+             for bi in range(len(blocks)) if f"$.{name}[{bi}]" not in drop]
+    changed = _trim_run(run, lambda i: paths[i], note)
+    kept = [changed.get(i, b) for i, (_, b) in enumerate(run)]
+    system_count = sum(1 for p in paths if p.startswith("$.system"))
+    system, developer = kept[:system_count], kept[system_count:]
+    if drop_empty:  # parse-back reads no system message from an empty one
+        system = [b for b in system if _text_of(b)]
+        developer = [b for b in developer if _text_of(b)]
+    return tuple(system), tuple(developer)
+
+
+def _refuse_call_shaped_text(mi: int, blocks: list[tuple[int, Block]]) -> None:
+    texts = [(bi, _text_of(b)) for bi, b in blocks if _text_of(b)]
+    if texts and _parse_call("\n".join(t for _, t in texts)) is not None:
+        raise RenderError("assistant text is a Llama tool call written as JSON: rendered, it would be read as a "
+                          "call (a call flattened into text; make it a tool-call block)",
+                          path=block_path(mi, texts[0][0]), code="render_flattened_call")
+
+
+# --- the conversion -----------------------------------------------------------------------------------
+
+_PATH = re.compile(r"^\$\.messages\[(\d+)\](?:\.blocks\[(\d+)\])?")
+
+
+class _RemapMarks:
+    """Marks that name the original message and block of a restructured conversation's block."""
+
+    def __init__(self, marks: Marks, origin: list[tuple[int, tuple[int, ...]]]) -> None:
+        self.marks, self.origin = marks, origin
+        self.enabled = marks.enabled
+
+    def _ref(self, ref: BlockRef) -> BlockRef:
+        if ref.message is None:
+            return ref
+        mi, blocks = self.origin[ref.message]
+        if ref.block is None:
+            return BlockRef(ref.kind, mi, None, f"$.messages[{mi}]")
+        return BlockRef(ref.kind, mi, blocks[ref.block], block_path(mi, blocks[ref.block]))
+
+    def text(self, value: str, ref: BlockRef, *, anchor: bool = False) -> str:
+        return self.marks.text(value, self._ref(ref), anchor=anchor)
+
+    def json(self, value: dict, ref: BlockRef) -> dict:
+        return self.marks.json(value, self._ref(ref))
+
+
+class _RemapLedger:
+    def __init__(self, ledger: Ledger, origin: list[tuple[int, tuple[int, ...]]]) -> None:
+        self.ledger, self.origin = ledger, origin
+
+    def add(self, kind: LedgerKind, path: str, reason: str) -> None:
+        self.ledger.add(kind, _PATH.sub(self._sub, path), reason)
+
+    def _sub(self, match: re.Match) -> str:
+        mi, blocks = self.origin[int(match.group(1))]
+        if match.group(2) is None:
+            return f"$.messages[{mi}]"
+        return block_path(mi, blocks[int(match.group(2))])
+
+
+def llama3_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
+    calls = policy.calls if isinstance(policy, LlamaPolicy) else "split"
+    prepared = prepare(conv, calls, ledger)
+    inputs = build_inputs(prepared.conv, _RemapMarks(marks, prepared.origin),  # type: ignore[arg-type]
+                          _RemapLedger(ledger, prepared.origin), policy)  # type: ignore[arg-type]
+    messages = inputs.messages
+    if inputs.tools is not None:
+        first = 1 if messages and messages[0]["role"] == "system" else 0
+        if first == len(messages) or messages[first]["role"] != "user":
+            ledger.add("synthesized", "$.messages", "an empty user turn carries the tool list (Llama 3.x puts tools "
+                                                    "in the first user message; the conversation opens without one)")
+            messages = messages[:first] + [{"role": "user", "content": ""}] + messages[first:]
+    return TemplateInputs(messages, inputs.tools)
+
+
+def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversation:
+    """What parse-back must equal: `conv` without what the ledger dropped, restructured as rendered."""
+    return prepare(conv, "split", None, dropped_paths(ledger)).conv
+
+
+# --- parse-back ---------------------------------------------------------------------------------------
+
+def _parse_call(body: str) -> tuple[str, Any] | None:
+    match = _CALL.fullmatch(body)
+    if match is None:
+        return None
+    try:
+        arguments = json.loads(match.group(2))
+    except ValueError:
+        return None
+    return (match.group(1), arguments) if isinstance(arguments, dict) else None
+
+
+def _tools(body: str, at: str) -> tuple[tuple[Tool, ...], str]:
+    """The tool definitions at the start of `body` (each `tojson(indent=4)` and a blank line), and the rest."""
+    tools: list[Tool] = []
+    decoder = json.JSONDecoder()
+    while body.startswith("{"):
+        try:
+            spec, end = decoder.raw_decode(body)
+        except ValueError:
+            break
+        if body[end:end + 2] != "\n\n" or json.dumps(spec, indent=4, ensure_ascii=False) != body[:end]:
+            break
+        function = spec.get("function") if isinstance(spec, dict) and spec.get("type") == "function" else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise RenderError(f"tool definition is not a JSON function: {body[:60]!r}", path=f"{at}.tools[{len(tools)}]",
+                              code="parse_back")
+        kwargs = {"description": function["description"]} if "description" in function else {}
+        if "parameters" in function:
+            kwargs["parameters"] = function["parameters"]
+        tools.append(Tool(name=function["name"], **kwargs))
+        body = body[end + 2:]
+    return tuple(tools), body
+
+
+def parse_back(text: str) -> Conversation:
+    """The conversation a Llama 3.x token stream holds. Raises RenderError on text the template cannot produce."""
+    if not text.startswith(BOS + HEADER_START):
+        raise RenderError(f"not a Llama 3 stream (it opens with {text[:40]!r})", path="$", code="parse_back")
+    turns = text[len(BOS) + len(HEADER_START):].split(HEADER_START)
+    system: tuple[Text, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    messages: list[Message] = []
+    ids = CallIds()
+    pending: ToolCall | None = None  # the call of the latest assistant turn
+    answered = 0
+    tools_in_user = False
+    for index, turn in enumerate(turns):
+        at = f"$.turn[{index}]"
+        role, sep, rest = turn.partition(HEADER_END)
+        if role not in ("system", "user", "assistant", "ipython") or not sep:
+            raise RenderError(f"not a Llama 3 turn header: {turn[:40]!r}", path=at, code="parse_back")
+        if not rest.endswith(EOT) or EOT in rest[:-len(EOT)]:
+            if role == "assistant" and not rest and index == len(turns) - 1 and index > 0:
+                break  # a generation prompt
+            raise RenderError("a turn must end with one <|eot_id|>", path=at, code="parse_back")
+        body = rest[:-len(EOT)]
+        if index == 0:
+            if role != "system" or (preamble := _PREAMBLE.match(body)) is None:
+                raise RenderError("the first turn must be the system turn with the dated preamble", path=at,
+                                  code="parse_back")
+            body = body[preamble.end():]
+            if preamble.group(1):  # tools are defined
+                if body.startswith(SYSTEM_TOOLS_HEADER):
+                    tools, body = _tools(body[len(SYSTEM_TOOLS_HEADER):], at)
+                else:
+                    tools_in_user = True
+            system = (Text(body),) if body else ()
+            continue
+        if tools_in_user:
+            if role != "user" or not body.startswith(USER_TOOLS_HEADER):
+                raise RenderError("the tool list must open the first user turn", path=at, code="parse_back")
+            tools, body = _tools(body[len(USER_TOOLS_HEADER):], at)
+            tools_in_user = False
+        if role == "assistant":
+            call = _parse_call(body)
+            if call is not None:
+                pending = ToolCall(id=ids.new(call[0], call[1]), name=call[0], arguments=call[1])
+                messages.append(Message(role="assistant", blocks=(pending,)))
+            else:
+                pending = None
+                messages.append(Message(role="assistant", blocks=(Text(body),) if body else ()))
+            answered = 0
+        elif role == "ipython":
+            try:
+                value = json.loads(body)
+            except ValueError:
+                raise RenderError(f"a tool result that is not JSON: {body[:60]!r}", path=at, code="parse_back") from None
+            call = pending if answered == 0 else None
+            answered += 1
+            result = ToolResult(call_id=call.id if call else None, name=call.name if call else None,
+                                **({"content": (Text(value),) if value else ()} if isinstance(value, str)
+                                   else {"output": value}))
+            messages.append(Message(role="tool", blocks=(result,)))
+        else:
+            messages.append(Message(role=role, blocks=(Text(body),) if body else ()))
+    if tools_in_user:
+        raise RenderError("tools are announced but no user turn lists them", path="$", code="parse_back")
+    return Conversation(messages=tuple(messages), system=system, tools=tools,
+                        meta=Meta(notes=("parsed back from llama3; a result answers the call of the turn before it",)))
+
+
+FAMILY = Family(name="llama3", policy=POLICY, template_file="llama3.jinja", eot_tokens=(EOT,),
+                required_tokens=(BOS, "<|start_header_id|>", "<|end_header_id|>", EOT),
+                parse_back=parse_back, build_inputs=llama3_inputs, default_tokenizer="llama3",
+                configure=configure, expected=expected)
