@@ -13,12 +13,13 @@ from typing import Sequence
 from .commands import EXIT_OK, EXIT_USAGE
 from .commands import convert as convert_command
 from .commands import qa as qa_command
+from .commands import render as render_command
 from .commands import run as run_command
 from .commands import validate as validate_command
 from .errors import ConfigError
 
 # Each command module has register(subparsers); its handler returns an exit code.
-COMMANDS = [run_command, convert_command, validate_command, qa_command]
+COMMANDS = [run_command, convert_command, validate_command, render_command, qa_command]
 
 
 class _Parser(argparse.ArgumentParser):
