@@ -38,7 +38,7 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     stats = Stats()
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
-    seen_digests: set[str] = set()
+    seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
     reporter = _Progress(progress)
     try:
         for items, worker_stats in _execute(_batches(paths, config, stats, rejects), config):
@@ -86,7 +86,7 @@ def _batches(paths: list[Path], config: JobConfig, stats: Stats, rejects: JsonlF
         yield batch
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str]) -> None:
+def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
     if item.outcome is not None:
         if item.outcome.kind == "rejected":
             o = item.outcome
@@ -98,10 +98,10 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
         return
     dedup = stats.stages["dedup"]
     dedup.seen += 1
-    if item.digest and item.digest in seen:
-        dedup.filtered["duplicate"] += 1
-        return
-    if item.digest:
+    if seen is not None and item.digest:
+        if item.digest in seen:
+            dedup.filtered["duplicate"] += 1
+            return
         seen.add(item.digest)
     dedup.passed += 1
     stats.stages["write"].seen += 1
