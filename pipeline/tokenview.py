@@ -386,8 +386,11 @@ def _html_cell(cell: Cell, row: Row, ids: bool) -> str:
     # Titles are most of a long page's size: the vocabulary piece only where the text cannot show it.
     piece = f" · piece {cell.piece!r}" if not cell.text else ""
     title = f"#{cell.index} id {cell.id}{piece} · {where} · {'trained' if cell.trained else 'masked'}"
+    shown = _shown(cell)
+    newline = "\n" if shown.endswith("\n") else ""  # the id goes before the line break
     sub = f"<sub>{cell.id}</sub>" if ids else ""
-    return f'<span class="{" ".join(classes)}" title="{_e(title)}">{_e(_shown(cell))}{sub}</span>'
+    return (f'<span class="{" ".join(classes)}" title="{_e(title)}">{_e(shown.removesuffix(newline))}{sub}'
+            f'{newline}</span>')
 
 
 def _html_view(view: View, ids: bool) -> str:
