@@ -179,7 +179,7 @@ PALETTES = {
     "256": Palette(("dark_green", "green4"), ("grey15", "grey30"), "bold #d7ffd7", "grey66", "bold #ff87ff",
                    ("#87afd7", "#afd7ff"), "grey50"),
     "16": Palette(("green", "bright_green"), ("black", "bright_black"), "bold black", "white", "bold magenta",
-                  ("cyan", "blue"), "bright_black"),
+                  ("cyan", "black"), "bright_black"),
 }
 _KIND_STYLE = {"text": "bold", "tool_call": "bold yellow", "tool_result": "cyan", "reasoning": "magenta",
                "media": "blue", "system": "bold", "developer": "bold", "tools": "bold", "eot": "magenta",
