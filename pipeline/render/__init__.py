@@ -19,7 +19,7 @@ from typing import Sequence
 
 from ..conversation import Conversation
 from ..errors import ConfigError
-from . import chatml, llama3
+from . import chatml, harmony, llama3
 from ._roundtrip import check_parse_back, project
 from .engine import (CUSTOM, DEFAULT_NOW, Family, MaskPolicy, RenderOptions, Rendered, Span, Template, make_environment,
                      mask_view, to_json)
@@ -33,6 +33,8 @@ __all__ = ["BUILTIN_TOKENIZERS", "CUSTOM", "DEFAULT_NOW", "FAMILIES", "Family", 
 FAMILIES: dict[str, Family] = {
     "chatml": chatml.FAMILY,
     "llama3": llama3.FAMILY,
+    "harmony": harmony.FAMILY,
+    "harmony-jinja": harmony.JINJA_FAMILY,
 }
 
 _templates: dict[str, Template] = {}

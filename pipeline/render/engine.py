@@ -120,6 +120,8 @@ class Family:
     # A family that restructures turns (llama3 splits them) says what parse-back must equal: the
     # conversation with the ledger's dropped parts removed and the restructuring applied.
     expected: Callable[[Conversation, tuple[LedgerEntry, ...]], Conversation] | None = None
+    # Template variables the family sets (harmony: its style), before RenderOptions.template_kwargs.
+    template_vars: tuple[tuple[str, Any], ...] = ()
 
     def inputs(self, conv: Conversation, marks: Marks, ledger: Ledger,
                options: RenderOptions | None = None) -> TemplateInputs:
@@ -227,6 +229,7 @@ class Template:
         variables.update(messages=inputs.messages, tools=inputs.tools, documents=None,
                          add_generation_prompt=options.add_generation_prompt,
                          strftime_now=lambda fmt: now.strftime(fmt), date_string=now.strftime("%d %b %Y"))
+        variables.update(self.family.template_vars)
         variables.update(options.template_kwargs)
         try:
             return self.compiled.render(**variables)
@@ -330,7 +333,7 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
     eot_ids = {tid for tid in (tokenizer.token_id(t) for t in _eot_tokens(family, tokenizer)) if tid is not None}
     regions = _regions(found, blocks, pieces, eot_ids, conv)
     spans = _spans(text, blocks, regions, seg)
-    trained = _trained_messages(conv, regions, mask)
+    trained = _trained_messages(conv, regions, mask, blocks)
     loss_mask = _mask(regions, blocks, trained, mask, seg)
     if options.check:
         _check_mask(loss_mask, blocks, regions, trained, mask, seg, spans)
@@ -459,8 +462,11 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
     return out
 
 
-def _trained_messages(conv: Conversation, regions: list[_Region], mask: MaskPolicy) -> set[int]:
-    rendered = sorted({g.message for g in regions})
+def _trained_messages(conv: Conversation, regions: list[_Region], mask: MaskPolicy, blocks=()) -> set[int]:
+    # An assistant message whose content was rendered counts even when no generation region holds it:
+    # a template that leaves a whole turn unmarked (a call-only turn, say) then fails the mask checks.
+    rendered = sorted({g.message for g in regions} | {r.message for _, _, r in blocks if r.message is not None
+                                                      and conv.messages[r.message].role == "assistant"})
     if mask.turns == "last":
         rendered = rendered[-1:]
     return {mi for mi in rendered if conv.messages[mi].weight != 0}
