@@ -19,6 +19,7 @@ from .report import Bin, Report
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 TEMPLATE = "qa_report.html.jinja"
 
+MAX_BARS = 20  # bars in one chart at most: a laptop screen high
 HALF = 540  # charts set side by side: drawn at the width they are shown, so text stays 12 px
 
 # Series colours, named by meaning (CSS classes in the template).
@@ -117,7 +118,7 @@ def columns(title: str, bins: list[Bin], *, css: str = NEUTRAL, width: int = 760
             chart.rects.append(Rect(round(x + 1, 2), round(top + plot_h - h, 2), round(max(slot - 2, 1), 2),
                                     round(max(h, 1), 2), css, f"{b.label}: {b.count:,}"))
         if i % every == 0:  # on a continuous axis a bin is marked at its lower edge, else named at its centre
-            chart.labels.append(Label(x, height - bottom + 16, f"{b.low:,}", "start", "axis") if edges else
+            chart.labels.append(Label(x, height - bottom + 16, f"{b.low:,}", "middle", "axis") if edges else
                                 Label(x + slot / 2, height - bottom + 16, b.label, "middle", "axis"))
     if x_title:
         chart.labels.append(Label(left + plot_w / 2, height - 6, x_title, "middle", "axis-title"))
@@ -167,9 +168,13 @@ def charts(report: Report) -> dict[str, Chart]:
                            [(f.name, [("written", f.written, NEUTRAL)]) for f in report.formats], label_width=130,
                            width=HALF)
     root = common_folder([s.file for s in report.source_folders])
+    folders = [(_under(s.file, root), s.written, s.rejected) for s in report.source_folders]
+    if len(folders) > MAX_BARS:  # the rest as one bar, so the chart stays one screen high
+        rest = folders[MAX_BARS - 1:]
+        folders = folders[: MAX_BARS - 1] + [(f"{len(rest)} more folders", sum(f[1] for f in rest),
+                                              sum(f[2] for f in rest))]
     out["folders"] = hbars("Records by input folder", [
-        (_under(s.file, root), [("written", s.written, WRITTEN), ("rejected", s.rejected, REJECTED)])
-        for s in report.source_folders],
+        (name, [("written", written, WRITTEN), ("rejected", rejected, REJECTED)]) for name, written, rejected in folders],
         legend=[(WRITTEN, "written"), (REJECTED, "rejected")], label_width=230, width=HALF, paths=True)
     out["calls"] = columns("Tool calls per conversation", report.tools.calls_per_conversation, edges=False,
                            x_title="tool calls in the conversation", width=HALF)
