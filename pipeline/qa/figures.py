@@ -9,6 +9,7 @@ of the conversations. `combine` merges the parts of all shards; the section func
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,6 @@ _MISSING = object()
 
 
 def _resolve(value: Any, path: str) -> Any:
-    import re
-
     for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
         if name and isinstance(value, dict) and name in value:
             value = value[name]
@@ -355,9 +354,9 @@ def tool_use(parts: Parts, rejects: pl.DataFrame) -> r.ToolUse:
         in_bin = (calls >= low) & (calls <= high) if high is not None else calls >= low
         label = str(low) if high == low else (f"{low}–{high}" if high is not None else f"{low}+")
         bins.append(r.Bin(label, low, high, int(in_bin.sum())))
-    totals = rows.select(pl.col("num_tool_calls", "call_turns", "parallel_turns", "results", "error_results",
-                                "image_results", "hosted_calls").sum())
-    t = {k: int(v or 0) for k, v in totals.row(0, named=True).items()} if rows.height else {}
+    sums = rows.select(pl.col("num_tool_calls", "call_turns", "parallel_turns", "results", "error_results",
+                              "image_results", "hosted_calls").sum())
+    t = {k: int(v or 0) for k, v in sums.row(0, named=True).items()} if rows.height else {}
     kept = parts.issues.filter(pl.col("code") == "arguments_schema")["kept"].sum() if parts.issues.height else 0
     return r.ToolUse(
         conversations=rows.height, with_calls=int((calls > 0).sum()), calls=t.get("num_tool_calls", 0),
