@@ -27,6 +27,7 @@ image = st.just(Media(kind="image", media_type="image/png", data=PNG_1PX))
 def conversations(draw, *, reasoning_origin: str | None = None, images: bool = True) -> Conversation:
     """A user/assistant/tool exchange of 1-3 rounds, calls always answered, ending on the assistant."""
     ids = CallIds()
+    provider_ids = iter(range(1, 10**6))  # provider ids are unique, as real APIs make them
     messages: list[Message] = []
     used_tools: dict[str, None] = {}
     rounds = draw(st.integers(1, 3))
@@ -48,7 +49,7 @@ def conversations(draw, *, reasoning_origin: str | None = None, images: bool = T
                 args = draw(arguments)
                 used_tools[name] = None
                 calls.append(ToolCall(id=ids.new(name, args), name=name, arguments=args,
-                                      provider_id=f"toolu_{len(used_tools)}_{draw(st.integers(0, 10**6))}"))
+                                      provider_id=f"toolu_{next(provider_ids)}_{draw(st.integers(0, 10**6))}"))
             blocks.extend(calls)
             messages.append(Message(role="assistant", blocks=tuple(blocks)))
             results = []

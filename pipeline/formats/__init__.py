@@ -17,7 +17,7 @@ from typing import Any
 from ..conversation import Conversation
 import msgspec
 
-from ..errors import ConfigError, SftprepError, ShapeError
+from ..errors import ConfigError, ConversionError, SftprepError, ShapeError
 from ..ledger import Ledger, LedgerEntry
 from . import anthropic, gemini, openai_chat, openai_responses
 from .base import SHAPES, Detection
@@ -120,6 +120,10 @@ def serialize(conv: Conversation, target: str, *, shape: str | None = None,
     """Write `conv` in `target` format. Shape defaults to the one the conversation was read in when
     the target is its own format, else a request body."""
     module = get(target)
+    if conv.meta.provider != module.NAME and not (conv.messages or conv.system or conv.developer):
+        # e.g. a Responses request continuing `previous_response_id`: the history lives server-side.
+        raise ConversionError("the conversation is empty (its history is stored server-side, or it has none): "
+                              f"nothing to write as {module.NAME}", code="empty_conversation")
     if shape is None:
         shape = conv.meta.shape if conv.meta.provider == module.NAME and conv.meta.shape in SHAPES else "request"
     ledger = Ledger(module.NAME, strict=strict)

@@ -265,6 +265,11 @@ def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
     if conv.tools or "tools" in form:
         body["tools"] = [t for ti, tool in enumerate(conv.tools) if (t := _tool_out(tool, ti, ledger)) is not None]
     body["messages"] = write_messages(conv, writer, ledger)
+    if own is None and not body["messages"] and body.get("system"):
+        # Anthropic needs at least one message: instructions alone become the user's turn.
+        body["messages"] = [{"role": "user", "content": body.pop("system")}]
+        ledger.add("moved", "$.system", "a conversation of instructions only: sent as the user turn, "
+                   "since anthropic requires at least one message")
     return body
 
 
