@@ -29,7 +29,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, assert_never
 
 from msgspec import structs
 
@@ -59,6 +59,7 @@ _CALL = re.compile(r'\{"name": "([^"\\\x00-\x1f]*)", "parameters": (.*)\}', re.D
 @dataclass(frozen=True)
 class LlamaPolicy(InputPolicy):
     calls: str = "split"  # one of CALL_POLICIES, from RenderOptions.calls
+    tools_in_user: bool = True  # the template's `tools_in_user_message` (RenderOptions.template_kwargs)
 
 
 POLICY = LlamaPolicy(target="llama3", reasoning="drop", developer="system", text_joiner="\n",
@@ -69,10 +70,20 @@ def configure(policy: InputPolicy, options: RenderOptions) -> InputPolicy:
     if options.calls not in CALL_POLICIES:
         raise ConfigError(f"unknown calls policy '{options.calls}'; valid: {', '.join(CALL_POLICIES)}",
                           code="unknown_calls_policy")
-    return dataclasses.replace(policy, calls=options.calls)
+    return dataclasses.replace(policy, calls=options.calls,
+                               tools_in_user=bool(options.template_kwargs.get("tools_in_user_message", True)))
 
 
 # --- restructuring: one call per turn, trimmed text -------------------------------------------------
+
+class _Turn(NamedTuple):
+    """A message of the prepared conversation: its original message and index, and the blocks it keeps
+    as (original block index, block)."""
+
+    message: Message
+    index: int
+    blocks: list[tuple[int, Block]]
+
 
 class _Prepared(NamedTuple):
     conv: Conversation
@@ -81,11 +92,7 @@ class _Prepared(NamedTuple):
 
 
 def _text_of(block: Block) -> str | None:
-    if isinstance(block, Text):
-        return block.text
-    if isinstance(block, Media):
-        return block.text
-    return None
+    return block.text if isinstance(block, (Text, Media)) else None
 
 
 def _unit(block: Block) -> str | None:
@@ -99,7 +106,14 @@ def _unit(block: Block) -> str | None:
             return None if block.kind == "hosted" else "call"
         case Reasoning() | Opaque() | ToolResult():
             return None
-    return None
+        case _:
+            assert_never(block)
+
+
+def _carries_nothing(blocks: list[tuple[int, Block]]) -> bool:
+    """An assistant message the conversion drops whole (only reasoning, hosted calls, media...)."""
+    return bool(blocks) and not any(isinstance(b, Text) or (isinstance(b, Media) and b.text is not None)
+                                    or (isinstance(b, ToolCall) and b.kind != "hosted") for _, b in blocks)
 
 
 def _pieces(blocks: list[tuple[int, Block]]) -> list[list[tuple[int, Block]]]:
@@ -127,6 +141,9 @@ def _pieces(blocks: list[tuple[int, Block]]) -> list[list[tuple[int, Block]]]:
     return pieces
 
 
+Note = Callable[[LedgerKind, str, str], None]
+
+
 def prepare(conv: Conversation, calls: str, ledger: Ledger | None, drop: set[str] | None = None) -> _Prepared:
     """The conversation as Llama 3.x turns can hold it: turns split (or text dropped, or a refusal) by
     the `calls` policy, text trimmed; `ledger` gets an entry per change, at the original paths. With
@@ -139,67 +156,10 @@ def prepare(conv: Conversation, calls: str, ledger: Ledger | None, drop: set[str
         if ledger is not None:
             ledger.add(kind, path, reason)
 
-    messages: list[tuple[Message, int, list[tuple[int, Block]]]] = []
-    for mi, message in enumerate(conv.messages):
-        if f"$.messages[{mi}]" in drop:
-            continue
-        messages.append((message, mi, [(bi, b) for bi, b in enumerate(message.blocks)
-                                       if block_path(mi, bi) not in drop]))
-    out: list[tuple[Message, int, list[tuple[int, Block]]]] = []
-    k = 0
-    while k < len(messages):
-        message, mi, blocks = messages[k]
-        k += 1
-        if message.role != "assistant":
-            out.append((message, mi, blocks))
-            continue
-        units = [(bi, _unit(b)) for bi, b in blocks]
-        n_calls = sum(1 for _, u in units if u == "call")
-        texts = [bi for bi, u in units if u == "text"]
-        if n_calls and texts and calls == "drop-text":
-            for bi in texts:
-                note("dropped", block_path(mi, bi), "text beside a tool call dropped, as the official Llama 3.x "
-                                                    "template does (calls=drop-text)")
-            blocks = [(bi, b) for bi, b in blocks if bi not in texts]
-            texts = []
-        pieces = _pieces(blocks)
-        if len(pieces) < 2:
-            out.append((message, mi, blocks))
-            continue
-        if calls == "refuse":
-            first_call = next(bi for bi, u in units if u == "call")
-            second = (texts[0] if texts else [bi for bi, u in units if u == "call"][1])
-            what = "text beside a tool call" if texts else "a second tool call in one turn"
-            raise RenderError(f"{what}: Llama 3.x renders one call per assistant turn and no text beside it "
-                              f"(calls=refuse; the call is at {block_path(mi, first_call)})",
-                              path=block_path(mi, second), code="render_unsupported_turn")
-        note("moved", f"$.messages[{mi}]", f"assistant turn rendered as {len(pieces)} consecutive turns in block "
-                                           "order, each call in its own turn (calls=split)")
-        # Results of a call that is not the turn's last piece move right after it.
-        movable = {b.id: p for p, piece in enumerate(pieces[:-1]) for _, b in piece
-                   if isinstance(b, ToolCall) and _unit(b) == "call"}
-        zone_end = k
-        while zone_end < len(messages) and messages[zone_end][0].role != "assistant":
-            zone_end += 1
-        moved: list[list[tuple[Message, int, list[tuple[int, Block]]]]] = [[] for _ in pieces]
-        rest: list[tuple[Message, int, list[tuple[int, Block]]]] = []
-        for zone_message, zi, zone_blocks in messages[k:zone_end]:
-            kept = []
-            for bi, b in zone_blocks:
-                if isinstance(b, ToolResult) and b.call_id in movable:
-                    moved[movable[b.call_id]].append((zone_message, zi, [(bi, b)]))
-                    note("moved", block_path(zi, bi), "result rendered right after the call it answers (calls=split)")
-                else:
-                    kept.append((bi, b))
-            if kept or not zone_blocks:
-                rest.append((zone_message, zi, kept))
-        for p, piece in enumerate(pieces):
-            out.append((message, mi, piece))
-            out.extend(moved[p])
-        out.extend(rest)
-        k = zone_end
+    turns = [_Turn(message, mi, [(bi, b) for bi, b in enumerate(message.blocks) if block_path(mi, bi) not in drop])
+             for mi, message in enumerate(conv.messages) if f"$.messages[{mi}]" not in drop]
     new_messages, origin = [], []
-    for message, mi, blocks in out:
+    for message, mi, blocks in _restructure(turns, calls, note):
         blocks = _trim_message(message.role, mi, blocks, note)
         if message.role == "assistant":
             _refuse_call_shaped_text(mi, blocks)
@@ -213,10 +173,78 @@ def prepare(conv: Conversation, calls: str, ledger: Ledger | None, drop: set[str
     return _Prepared(prepared, origin)
 
 
+def _restructure(turns: list[_Turn], calls: str, note: Note) -> list[_Turn]:
+    out: list[_Turn] = []
+    k = 0
+    while k < len(turns):
+        turn = turns[k]
+        k += 1
+        if turn.message.role != "assistant":
+            out.append(turn)
+            continue
+        mi, blocks = turn.index, turn.blocks
+        texts = [bi for bi, b in blocks if _unit(b) == "text"]
+        if texts and calls == "drop-text" and any(_unit(b) == "call" for _, b in blocks):
+            for bi in texts:
+                note("dropped", block_path(mi, bi), "text beside a tool call dropped, as the official Llama 3.x "
+                                                    "template does (calls=drop-text)")
+            blocks = [(bi, b) for bi, b in blocks if bi not in texts]
+        pieces = _pieces(blocks)
+        if len(pieces) < 2:
+            out.append(turn._replace(blocks=blocks))
+            continue
+        if calls == "refuse":
+            _refuse(mi, blocks)
+        note("moved", f"$.messages[{mi}]", f"assistant turn rendered as {len(pieces)} consecutive turns in block "
+                                           "order, each call in its own turn (calls=split)")
+        # The results that answer this turn: up to the next assistant message the conversion keeps.
+        end = k
+        while end < len(turns) and (turns[end].message.role != "assistant" or _carries_nothing(turns[end].blocks)):
+            end += 1
+        out += _split(turn.message, mi, pieces, turns[k:end], note)
+        k = end
+    return out
+
+
+def _refuse(mi: int, blocks: list[tuple[int, Block]]) -> None:
+    calls = [bi for bi, b in blocks if _unit(b) == "call"]
+    texts = [bi for bi, b in blocks if _unit(b) == "text"]
+    what, at = ("text beside a tool call", texts[0]) if texts else ("a second tool call in one turn", calls[1])
+    raise RenderError(f"{what}: Llama 3.x renders one call per assistant turn and no text beside it (calls=refuse; "
+                      f"the call is at {block_path(mi, calls[0])})", path=block_path(mi, at),
+                      code="render_unsupported_turn")
+
+
+def _split(message: Message, mi: int, pieces: list[list[tuple[int, Block]]], zone: list[_Turn],
+           note: Note) -> list[_Turn]:
+    """One turn per piece; the results of a call that is not the last piece move right after it (each
+    in a message of its own), the rest of the zone follows in its order."""
+    movable = {b.id: p for p, piece in enumerate(pieces[:-1]) for _, b in piece
+               if isinstance(b, ToolCall) and _unit(b) == "call"}
+    moved: list[list[_Turn]] = [[] for _ in pieces]
+    rest: list[_Turn] = []
+    for turn in zone:
+        kept = []
+        for bi, b in turn.blocks:
+            if isinstance(b, ToolResult) and b.call_id in movable:
+                moved[movable[b.call_id]].append(_Turn(turn.message, turn.index, [(bi, b)]))
+                note("moved", block_path(turn.index, bi), "result rendered right after the call it answers "
+                                                          "(calls=split)")
+            else:
+                kept.append((bi, b))
+        if kept or not turn.blocks:
+            rest.append(turn._replace(blocks=kept))
+    out: list[_Turn] = []
+    for piece, results in zip(pieces, moved):
+        out.append(_Turn(message, mi, piece))
+        out += results
+    return out + rest
+
+
 _TRIMMED = "surrounding whitespace trimmed (Llama 3.x templates trim message text)"
 
 
-def _trim_run(run: list[tuple[int, Block]], path_of, note) -> dict[int, Block]:
+def _trim_run(run: list[tuple[int, Block]], path_of: Callable[[int], str], note: Note) -> dict[int, Block]:
     """Strip whitespace from the start of a run of text blocks (joined by newlines) and from its end,
     block by block, as trimming the joined text would. Returns the changed blocks by position."""
     texts = {i: _text_of(b) for i, (_, b) in enumerate(run) if _text_of(b) is not None}
@@ -239,7 +267,7 @@ def _trim_run(run: list[tuple[int, Block]], path_of, note) -> dict[int, Block]:
     return changed
 
 
-def _trim_message(role: str, mi: int, blocks: list[tuple[int, Block]], note) -> list[tuple[int, Block]]:
+def _trim_message(role: str, mi: int, blocks: list[tuple[int, Block]], note: Note) -> list[tuple[int, Block]]:
     # One rendered turn per run of text: the whole turn for an assistant, runs between results otherwise.
     out = list(blocks)
     start = 0
@@ -252,20 +280,16 @@ def _trim_message(role: str, mi: int, blocks: list[tuple[int, Block]], note) -> 
     return out
 
 
-def _trim_instructions(conv: Conversation, note, drop: set[str], drop_empty: bool):
-    run: list[tuple[int, Block]] = []
-    for name, blocks in (("system", conv.system), ("developer", conv.developer)):
-        run += [(len(run), b) for bi, b in enumerate(blocks) if f"$.{name}[{bi}]" not in drop]
-    paths = [f"$.{name}[{bi}]" for name, blocks in (("system", conv.system), ("developer", conv.developer))
-             for bi in range(len(blocks)) if f"$.{name}[{bi}]" not in drop]
-    changed = _trim_run(run, lambda i: paths[i], note)
-    kept = [changed.get(i, b) for i, (_, b) in enumerate(run)]
-    system_count = sum(1 for p in paths if p.startswith("$.system"))
-    system, developer = kept[:system_count], kept[system_count:]
-    if drop_empty:  # parse-back reads no system message from an empty one
-        system = [b for b in system if _text_of(b)]
-        developer = [b for b in developer if _text_of(b)]
-    return tuple(system), tuple(developer)
+def _trim_instructions(conv: Conversation, note: Note, drop: set[str],
+                       drop_empty: bool) -> tuple[tuple[Block, ...], tuple[Block, ...]]:
+    # System and developer blocks render as one system message: one run of text.
+    items = [(f"$.{name}[{bi}]", b) for name, blocks in (("system", conv.system), ("developer", conv.developer))
+             for bi, b in enumerate(blocks) if f"$.{name}[{bi}]" not in drop]
+    changed = _trim_run(list(enumerate(b for _, b in items)), lambda i: items[i][0], note)
+    kept = [(path, changed.get(i, b)) for i, (path, b) in enumerate(items)
+            if not drop_empty or _text_of(changed.get(i, b))]  # parse-back reads no system from an empty one
+    return (tuple(b for path, b in kept if path.startswith("$.system")),
+            tuple(b for path, b in kept if path.startswith("$.developer")))
 
 
 def _refuse_call_shaped_text(mi: int, blocks: list[tuple[int, Block]]) -> None:
@@ -318,12 +342,12 @@ class _RemapLedger:
 
 
 def llama3_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
-    calls = policy.calls if isinstance(policy, LlamaPolicy) else "split"
-    prepared = prepare(conv, calls, ledger)
+    assert isinstance(policy, LlamaPolicy)
+    prepared = prepare(conv, policy.calls, ledger)
     inputs = build_inputs(prepared.conv, _RemapMarks(marks, prepared.origin),  # type: ignore[arg-type]
                           _RemapLedger(ledger, prepared.origin), policy)  # type: ignore[arg-type]
     messages = inputs.messages
-    if inputs.tools is not None:
+    if inputs.tools is not None and policy.tools_in_user:
         first = 1 if messages and messages[0]["role"] == "system" else 0
         if first == len(messages) or messages[first]["role"] != "user":
             ledger.add("synthesized", "$.messages", "an empty user turn carries the tool list (Llama 3.x puts tools "

@@ -331,6 +331,32 @@ def test_tools_without_an_opening_user_message(llama, llama3):
     assert render(only_tools, llama3, llama).text.endswith("\n\n<|eot_id|>")
 
 
+def test_tools_in_the_system_message_need_no_opening_user_turn(llama, llama3):
+    conv = load("tools_no_opening_user")
+    rendered = render(conv, llama3, llama, options=RenderOptions(template_kwargs={"tools_in_user_message": False}))
+    assert ("synthesized", "$.messages") not in _ledger(rendered)
+    assert "You track orders.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!" in rendered.text
+    check_roundtrip(conv, rendered, llama3, llama)
+
+
+def test_split_looks_past_a_turn_the_conversion_drops(llama, llama3):
+    """A reasoning-only assistant message between the calls and their results (as session logs write
+    them) renders nothing, so the results still answer the split turn."""
+    calls = tuple(ToolCall(id=f"c{i}", name="ping", arguments={"host": h}) for i, h in enumerate("ab"))
+    conv = Conversation(messages=(
+        Message(role="user", blocks=(Text("ping a and b"),)),
+        Message(role="assistant", blocks=calls),
+        Message(role="assistant", blocks=(Reasoning(text="waiting", signature="s"),)),
+        Message(role="tool", blocks=(ToolResult(call_id="c0", content=(Text("a up"),)),)),
+        Message(role="tool", blocks=(ToolResult(call_id="c1", content=(Text("b up"),)),))))
+    rendered = render(conv, llama3, llama)
+    assert rendered.text.index('"host": "a"') < rendered.text.index('"a up"') < rendered.text.index('"host": "b"') \
+        < rendered.text.index('"b up"')
+    assert {("dropped", "$.messages[2]"), ("moved", "$.messages[3].blocks[0]")} <= _ledger(rendered)
+    parsed = check_roundtrip(conv, rendered, llama3, llama)
+    assert [m.blocks[0].call_id is not None for m in parsed.messages if m.role == "tool"] == [True, True]
+
+
 def test_lossy_conversation_is_ledgered_not_silent(llama, llama3):
     conv = load("lossy")
     rendered = render(conv, llama3, llama)
