@@ -214,7 +214,8 @@ class Reader:
                     raise ParseError(f"unknown role '{role}' (expected one of user, assistant, system, developer)",
                                      path=f"{path}.role")
                 content = self.message_content(item, path, role)
-                if leading and role in ("system", "developer"):
+                # conv.system/developer hold text and media only: an unknown part keeps it a message.
+                if leading and role in ("system", "developer") and not content[3]:
                     one = _Group(role)
                     one.add_content(*content)
                     entry = {"role": role, "n": len(one.blocks)}

@@ -65,8 +65,8 @@ class Writer:
         blocks = message.blocks
         for bi, block in enumerate(blocks):
             while empty_i < len(empty) and empty[empty_i][0] == bi:
-                item = self._close(item, parts, out)
-                parts = []
+                self._close(item, parts, out)
+                item, parts = None, []
                 out.append(self._empty_item(empty[empty_i][1], item_role))
                 empty_i += 1
             path = f"{base}[{offset + bi}]"
@@ -84,18 +84,18 @@ class Writer:
                     elif role == "assistant":
                         layout = {"s": 1}  # another format's text: one assistant message per block
                 if item is None or layout is not None:
-                    item = self._close(item, parts, out)
+                    self._close(item, parts, out)
                     parts = []
                     item = self._open(layout, item_role, block)
-                    if role == "tool":
-                        self.ledger.add("moved", path, "free content in a tool message has no place beside "
-                                                       "function_call_output items; written as a user message")
-                part = self.part(block, path, item_role, in_message=True)
+                if role == "tool":
+                    self.ledger.add("moved", path, "free content in a tool message has no place beside "
+                                                   "function_call_output items; written in a user message")
+                part = self.part(block, path, item_role)
                 if part is not None:
                     parts.append((block, part))
                 continue
-            item = self._close(item, parts, out)
-            parts = []
+            self._close(item, parts, out)
+            item, parts = None, []
             match block:
                 case Reasoning():
                     written = self.reasoning(block, path)
@@ -144,17 +144,17 @@ class Writer:
 
     @staticmethod
     def _close(item: dict | None, parts: list, out: list) -> None:
+        """Finish the open message item (if any) with its parts and append it to `out`."""
         if item is None:
-            return None
+            return
         as_string = item.pop("\0s")
         if not parts:
-            return None  # every part was dropped (and ledgered): no empty item
+            return  # every part was dropped (and ledgered): no empty item
         if as_string and len(parts) == 1 and _plain_text(parts[0][0]):
             item["content"] = parts[0][0].text
         else:
             item["content"] = [p for _, p in parts]
         out.append(item)
-        return None
 
     @staticmethod
     def _empty_item(layout: dict, role: str) -> dict:
@@ -170,12 +170,12 @@ class Writer:
 
     # --- content parts ------------------------------------------------------------------------
 
-    def part(self, block, path: str, role: str, *, in_message: bool) -> dict | None:
+    def part(self, block, path: str, role: str) -> dict | None:
         match block:
             case Text():
                 return self.text_part(block, role)
             case Media():
-                return self.media_part(block, path, role, in_message=in_message)
+                return self.media_part(block, path, role)
             case Opaque():
                 return dict(block.payload) if isinstance(block.payload, dict) else block.payload
             case _:
@@ -183,6 +183,7 @@ class Writer:
 
     @staticmethod
     def text_part(block: Text, role: str) -> dict:
+        mine = NAME in block.form
         form = own(block.form) or {}
         extras = own(block.extras) or {}
         if extras.get("refusal") is True:
@@ -192,15 +193,14 @@ class Writer:
             part = {"type": part_type, "text": block.text}
             for key in form.get("e", ()):
                 part[key] = []
-            if part_type == "output_text" and not form and not extras:
+            if part_type == "output_text" and not mine:
                 part["annotations"] = []  # required on output_text
         for key, value in extras.items():
             if key != "refusal" and not key.startswith("message."):
                 part[key] = value
-        # A text from a string item that gets written as a list part keeps the "s" marker out.
         return part
 
-    def media_part(self, block: Media, path: str, role: str, *, in_message: bool) -> dict | None:
+    def media_part(self, block: Media, path: str, role: str) -> dict | None:
         form = own(block.form)
         extras = own(block.extras) or {}
         mine = form is not None
@@ -310,7 +310,8 @@ class Writer:
                                                  f"characters; canonical id '{block.id}' written")
         elif block.provider_id is None:
             self.ledger.add("synthesized", path, f"call had no id; canonical id '{block.id}' written")
-        elif self.owner.get(out, block.id) != block.id:
+        elif self.owner.get(out, block.id) != block.id and NAME not in block.form:
+            # Reused by an earlier call (another format's ids); this format's own data is kept as it was.
             out = block.id
             self.ledger.add("synthesized", path, f"call id '{block.provider_id}' is used by an earlier call; "
                                                  f"canonical id '{block.id}' written")
@@ -379,7 +380,7 @@ class Writer:
             else:
                 output = [{"type": "input_text", "text": ERROR_PREFIX.strip()}, *output]
         item["output"] = output
-        if block.name is not None and form:
+        if block.name is not None and NAME in block.form:  # optional: written only where it was read
             item["name"] = block.name
         item.update(form.get("kv") or ())
         for key, value in extras.items():
@@ -406,7 +407,7 @@ class Writer:
         for ci, inner in enumerate(content):
             if inner.signature is not None:
                 self._signature(f"{path}.content[{ci}]")
-            part = self.part(inner, f"{path}.content[{ci}]", "user", in_message=False)
+            part = self.part(inner, f"{path}.content[{ci}]", "user")
             if part is not None:
                 parts.append(part)
         return parts

@@ -250,6 +250,18 @@ def test_fixture_string_input():
     assert conv.extras[NAME] == {"model": "gpt-4.1-mini", "temperature": 0.2, "stream": True}
 
 
+@pytest.mark.parametrize("items", [
+    [{"role": "assistant", "content": [{"type": "output_text", "text": "a"}, {"type": "output_text", "text": "b"}]}],
+    [{"type": "function_call_output", "call_id": "c", "name": "f", "output": [{"type": "input_text", "text": "x"}]}],
+    [{"type": "function_call_output", "call_id": "c", "output": []}],
+    [{"type": "reasoning"}],
+    [{"role": "user", "content": [{"type": "input_text", "text": "a"}]}, {"role": "user", "content": "b"}],
+], ids=["parts-without-annotations", "named-output", "empty-output-list", "reasoning-without-id", "two-users"])
+def test_edge_layouts_round_trip(items):
+    conv, out, ledger = _round_trip(items, "messages")
+    assert out == items and ledger.entries == []
+
+
 def test_orphan_result_kept():
     conv = codec.parse({"model": "gpt-5", "input": [
         {"type": "function_call_output", "call_id": "call_gone", "output": "late"}]})
@@ -383,7 +395,7 @@ near_bodies = st.fixed_dictionaries({"input": st.lists(near_items, max_size=6)},
                                               "tools": st.lists(near_values, max_size=3)})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(json_values, near_values, near_bodies, st.lists(near_items, max_size=6)))
 def test_detect_never_raises_and_parse_raises_only_project_errors(value):
     codec.detect(value)
@@ -397,6 +409,55 @@ def test_detect_never_raises_and_parse_raises_only_project_errors(value):
         assert codec.serialize(conv, shape=shape, ledger=ledger) == value and ledger.entries == []
         for other in ("request", "messages", "response"):
             codec.serialize(conv, shape=other, ledger=Ledger(NAME))
+
+
+# Well-formed items with every optional key toggled: whatever the layout, the round trip is exact.
+_str = st.sampled_from(["", "a", "Oslo", "{}", '{"a": 1}', "{", "data:image/png;base64,AAAA", "x" * 70])
+_opt = st.one_of(st.none(), _str, st.just([]), st.just([{"type": "url_citation", "url": "u"}]))
+_nstr = st.one_of(st.none(), _str)
+_parts = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text"]), "text": _str},
+                          optional={"annotations": _opt, "logprobs": _opt, "extra": _opt}),
+    st.fixed_dictionaries({"type": st.just("refusal"), "refusal": _str}),
+    st.fixed_dictionaries({"type": st.just("input_image")},
+                          optional={"image_url": _nstr, "file_id": _nstr, "detail": st.sampled_from([None, "auto", "low"])}),
+    st.fixed_dictionaries({"type": st.just("input_file")},
+                          optional={"file_data": _nstr, "file_url": _nstr, "filename": _nstr, "file_id": _nstr}),
+    st.fixed_dictionaries({"type": st.just("input_audio"),
+                           "input_audio": st.fixed_dictionaries({"data": _str, "format": st.sampled_from(["wav", "ogg"])})}),
+    st.fixed_dictionaries({"type": st.just("input_hologram")}, optional={"x": _opt}))
+_layout = {"type": st.just("message"), "id": _opt, "status": _opt, "phase": _opt}
+_items = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "developer"]),
+                           "content": st.one_of(_str, st.lists(_parts, max_size=3))}, optional=_layout),
+    st.fixed_dictionaries({"type": st.just("function_call"), "call_id": st.sampled_from(["c1", "c2"]), "name": _str,
+                           "arguments": _str}, optional={"id": _opt, "status": _opt, "namespace": _opt}),
+    st.fixed_dictionaries({"type": st.just("custom_tool_call"), "call_id": st.sampled_from(["c1", "c2"]),
+                           "name": _str, "input": _str}, optional={"id": _opt}),
+    st.fixed_dictionaries({"type": st.sampled_from(["function_call_output", "custom_tool_call_output"]),
+                           "output": st.one_of(_str, st.lists(_parts, max_size=3))},
+                          optional={"call_id": st.sampled_from([None, "c1", "c2", "c9"]), "name": _nstr, "id": _opt,
+                                    "status": _opt}),
+    st.fixed_dictionaries({"type": st.just("reasoning")}, optional={
+        "id": _nstr, "encrypted_content": _nstr, "status": _opt,
+        "summary": st.lists(st.fixed_dictionaries({"type": st.just("summary_text"), "text": _str},
+                                                  optional={"x": _opt}), max_size=2),
+        "content": st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+            {"type": st.just("reasoning_text"), "text": _str}), max_size=3))}),
+    st.fixed_dictionaries({"type": st.sampled_from(["web_search_call", "shell_call_output", "mcp_approval_response",
+                                                    "additional_tools", "item_reference", "hologram"])},
+                          optional={"id": _opt, "role": _opt}),
+    st.fixed_dictionaries({"id": _str}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_items, max_size=8), st.one_of(st.none(), _str))
+def test_every_well_formed_layout_round_trips(items, instructions):
+    body = {"model": "gpt-5", "input": items} if instructions is None else \
+        {"model": "gpt-5", "instructions": instructions, "input": items}
+    for shape, value in (("request", body), ("messages", items), ("response", {"object": "response", "output": items})):
+        conv, out, ledger = _round_trip(value, shape)
+        assert out == value and ledger.entries == []
 
 
 # --- 4. the strict checker ---------------------------------------------------------------------------
