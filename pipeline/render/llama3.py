@@ -10,16 +10,22 @@ The format (what `templates/llama3.jinja` writes; H(r) = <|start_header_id|>r<|e
     H(ipython)JSON_RESULT<|eot_id|>       (a text result as a JSON string, a structured one as the object)
 
 What the official template loses, and what this family does instead (never silently):
-- One call per assistant turn and no text beside it. RenderOptions.calls picks the policy:
+- One call per assistant turn and no text beside it. RenderOptions.calls picks the policy (ledgered):
   `split` (default): the turn becomes consecutive assistant turns in block order, each run of text one
-  turn and each call one turn; each call's results move right after it (results of the turn's last
-  piece stay where they were). Nothing is lost and every call keeps its own result, which is why it is
-  the default. Caveat: a text turn followed by a call turn teaches the model to end a turn after the
-  text; choose `drop-text` for data that should look like what Llama 3.x itself produces.
-  `drop-text`: text beside a call is dropped, as the official template does (a ledger entry per
-  block); several calls are still split. `refuse`: RenderError naming the block.
-- Message text is trimmed, as the official template trims it: a ledger entry per trimmed block.
-- Results are `tojson`ed, as the official template does: reversible, so nothing is lost.
+  turn and each call one turn, and the results of every call but a last-piece call move right after
+  it: blocks [T1, C1, T2, C2, T3] with results R1, R2 render as T1 | C1 | R1 | T2 | C2 | R2 | T3 (a
+  last-piece call's results stay where they were). Nothing is lost and every result follows its call,
+  which is why it is the default. Caveat: a text turn followed by a call turn teaches the model to
+  end a turn after the text; pick `drop-text` for data shaped like what Llama 3.x itself writes.
+  `drop-text`: text beside a call is dropped, as the official template does (an entry per block);
+  several calls are still split. `refuse`: RenderError naming the block.
+- Message text is trimmed, as the official template trims it: an entry per trimmed block.
+- Tool results: the official template `tojson`s them, so a text result renders as a JSON string
+  (quoted, escaped) and an object once. Conformance here means those official bytes: the quoting is
+  reversible (parse-back decodes it), and it is what a model served through that template sees.
+  A structured output that is an object renders as the object; any other (a list) as JSON text, quoted.
+- With tools in the first user message, a conversation that opens with another role gets an empty user
+  turn to carry them (ledgered "synthesized"); the official template would relabel that message.
 Results carry no call id: a result answers the call of the assistant turn before it.
 """
 

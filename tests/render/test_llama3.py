@@ -339,6 +339,21 @@ def test_tools_in_the_system_message_need_no_opening_user_turn(llama, llama3):
     check_roundtrip(conv, rendered, llama3, llama)
 
 
+def test_split_order_with_text_after_the_last_call(llama, llama3):
+    """Blocks [T1, C1, T2, C2, T3] with results R2, R1 render as T1 | C1 | R1 | T2 | C2 | R2 | T3."""
+    c1, c2 = (ToolCall(id=f"c{i}", name="ping", arguments={"host": h}) for i, h in ((1, "a"), (2, "b")))
+    conv = Conversation(messages=(
+        Message(role="user", blocks=(Text("ping a and b"),)),
+        Message(role="assistant", blocks=(Text("T1"), c1, Text("T2"), c2, Text("T3"))),
+        Message(role="user", blocks=(ToolResult(call_id="c2", content=(Text("R2"),)),
+                                     ToolResult(call_id="c1", content=(Text("R1"),))))))
+    rendered = render(conv, llama3, llama)
+    order = ["T1<|eot_id|>", '"a"}}', '"R1"', "T2<|eot_id|>", '"b"}}', '"R2"', "T3<|eot_id|>"]
+    assert [rendered.text.index(piece) for piece in order] == sorted(rendered.text.index(p) for p in order)
+    assert {("moved", "$.messages[2].blocks[0]"), ("moved", "$.messages[2].blocks[1]")} <= _ledger(rendered)
+    check_roundtrip(conv, rendered, llama3, llama)
+
+
 def test_split_looks_past_a_turn_the_conversion_drops(llama, llama3):
     """A reasoning-only assistant message between the calls and their results (as session logs write
     them) renders nothing, so the results still answer the split turn."""
