@@ -85,7 +85,8 @@ class Renderer:
         mask = rendered.loss_mask
         export_ledger = Ledger(EXPORT_TARGET)
         messages, tools = to_messages(conv, export_ledger)
-        ledger = [*item.ledger, *export_ledger.entries]
+        item.ledger.extend(export_ledger.entries)
+        ledger = item.ledger
         from .stages import conversation_json
 
         return {

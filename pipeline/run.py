@@ -107,6 +107,8 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
     stats.stages["write"].passed += 1
+    for group, key in item.tallies:
+        stats.tally(group, key)
 
 
 # --- engines --------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class Item:
     ledger: list = field(default_factory=list)
     trimmed: bool = False
     digest: str = ""
+    tallies: list[tuple[str, str]] = field(default_factory=list)
     outcome: Outcome | None = None
     error: SftprepError | None = None  # a read error carried from the reader
 
@@ -174,18 +175,18 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
                 break
             counts.passed += 1
         else:
-            _tally(stats, item)
+            item.tallies = _tallies(item)
     return items, stats
 
 
-def _tally(stats: Stats, item: Item) -> None:
-    for issue in item.issues:
-        stats.tally("issues", issue.code)
-    for entry in item.ledger:
-        stats.tally("ledger", entry.kind)
+def _tallies(item: Item) -> list[tuple[str, str]]:
+    """What a record adds to the run's tallies; the parent counts it only once the record is written,
+    so tallies describe the written set (duplicates excluded)."""
     conv = item.conversation
-    stats.tally("source_format", conv.meta.provider or "unknown")
-    stats.tally("shape", conv.meta.shape or "unknown")
+    out = [("issues", issue.code) for issue in item.issues]
+    out += [("ledger", entry.kind) for entry in item.ledger]
+    out += [("source_format", conv.meta.provider or "unknown"), ("shape", conv.meta.shape or "unknown")]
+    return out
 
 
 def _undecoded(raw: RawRecord) -> Any:

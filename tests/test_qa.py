@@ -129,10 +129,8 @@ def test_issues_kept_on_rows(run_dir):
     assert {i.code: i.kept_rows for i in report.issues if i.kept} == kept_rows
     tally = raw.stats["tallies"].get("issues", {})
     for issue in report.issues:
-        # stats.json tallies in the workers, before dedup: the duplicates' issues are in it too.
-        assert issue.tallied == tally.get(issue.code, 0) >= issue.kept
-        if raw.duplicates == 0:
-            assert issue.tallied == issue.kept
+        # stats.json tallies the written records: the same figure, counted by the run.
+        assert issue.tallied == tally.get(issue.code, 0) == issue.kept
         everywhere = {(row["source"], i["path"], i["message"]) for row in raw.rows for i in row["issue_list"]
                       if i["code"] == issue.code}
         assert all((e.source, e.path, e.message) in everywhere for e in issue.examples if e.outcome == "written")
@@ -153,7 +151,7 @@ def test_sources_and_formats(run_dir):
         row["source_format"] for row in raw.rows if row["num_tool_calls"] > 0)
     tally = raw.stats["tallies"]["source_format"]
     assert {f.name: f.parsed for f in report.formats} == tally
-    assert sum(tally.values()) == len(raw.rows) + raw.duplicates  # tallied before dedup
+    assert sum(tally.values()) == len(raw.rows)
     assert {c.key: c.count for c in report.shapes} == Counter(row["shape"] for row in raw.rows)
 
 
@@ -229,13 +227,10 @@ def test_ledger(run_dir):
     by_target = Counter((e["kind"], e["target"]) for e in entries)
     assert {(k.kind, c.key): c.count for k in report.ledger.kinds for c in k.targets} == by_target
     assert {c.key: c.count for c in report.ledger.targets} == Counter(e["target"] for e in entries)
-    # stats.json counts in the workers (before dedup) what the run's ledger held, not the messages export.
+    # stats.json tallies the written records' ledger: the same figure, counted by the run.
     tally = raw.stats["tallies"].get("ledger", {})
     for k in report.ledger.kinds:
-        run_entries = sum(c.count for c in k.targets if c.key != "messages export")
-        assert k.tallied == tally.get(k.kind, 0) >= run_entries
-        if raw.duplicates == 0:
-            assert k.tallied == run_entries
+        assert k.tallied == tally.get(k.kind, 0) == k.entries
     reasons = Counter((e["target"], e["kind"], e["reason"]) for e in entries)
     for reason in report.ledger.reasons:
         assert reason.entries == reasons[(reason.target, reason.kind, reason.reason)]

@@ -334,7 +334,7 @@ def formats(parts: Parts, stats: dict | None) -> list[r.Format]:
         written=pl.len(), with_tool_calls=(pl.col("num_tool_calls") > 0).sum(), tokens=pl.col("num_tokens").sum())
     out = {fmt: r.Format(fmt, int(w), int(c), int(t), (tally or {}).get(fmt, 0) if tally is not None else None)
            for fmt, w, c, t in table.iter_rows()}
-    for fmt, n in (tally or {}).items():  # parsed but none written (all duplicates)
+    for fmt, n in (tally or {}).items():  # counted by the run but absent from the files
         out.setdefault(fmt, r.Format(fmt, 0, 0, 0, n))
     return sorted(out.values(), key=lambda f: (-f.written, f.name))
 

@@ -45,7 +45,7 @@ class Format(Struct, frozen=True):
     written: int
     with_tool_calls: int
     tokens: int
-    parsed: int | None  # stats.json's tally: passed every worker stage, counted before dedup
+    parsed: int | None  # the run's own count of written records (stats.json tallies): a cross-check
 
 
 class Bin(Struct, frozen=True):
@@ -92,7 +92,7 @@ class IssueCode(Struct, frozen=True):
     kept_rows: int
     rejected: int  # records rejected with this code (any stage)
     stage: str  # where the rejections happened ("" when none)
-    tallied: int | None  # stats.json tallies.issues (before dedup), None when absent
+    tallied: int | None  # the run's own count (stats.json tallies.issues), None when absent
     examples: list[Example]
 
 
@@ -138,7 +138,7 @@ class LedgerKind(Struct, frozen=True):
     entries: int
     rows: int
     targets: list[Count]  # entries by what could not carry them: a format, a template, the messages export
-    # stats.json tallies.ledger: counted in the workers before dedup, without the messages export
+    # the run's own count (stats.json tallies.ledger), a cross-check
     tallied: int | None
 
 
