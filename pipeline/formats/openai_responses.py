@@ -25,7 +25,7 @@ __all__ = ["NAME", "detect", "parse", "serialize"]
 
 _MISSING: Any = object()
 _RESPONSE_OBJECTS = frozenset({"response", "response.compaction"})
-# Keys no other provider's request has: with them a string `input` is not an embeddings/moderation body.
+# Request keys that embeddings and moderation bodies (which also take a string `input`) never have.
 _OWN_KEYS = frozenset({"instructions", "previous_response_id", "conversation", "include", "reasoning",
                        "max_output_tokens", "text", "truncation", "background", "context_management", "tools",
                        "tool_choice", "store", "prompt"})
@@ -344,8 +344,8 @@ def _write_response(conv: Conversation, cform: dict | None, writer: Writer, ledg
         instructions, lead_items = _write_instructions(conv, form, writer, ledger, as_instructions=True)
         if instructions is not _MISSING:
             body["instructions"] = instructions
-        for i, _ in enumerate(lead_items):
-            ledger.add("dropped", f"$.developer[{i}]", "a response object has no place for instruction messages")
+        if lead_items:  # only instructions the conversation gained after parsing
+            ledger.add("dropped", "$.system", "a response object has no place for instruction messages")
         for mi, message in enumerate(conv.messages):
             writer.message(message, f"$.messages[{mi}].blocks", output)
         tools = _write_tools(conv, form, ledger)
