@@ -50,6 +50,9 @@ class RenderConfig(_Section):
     tokenizer: str = "qwen2.5"
     # "all" or "last" assistant turns, optionally ",no-reasoning" and ",no-eot" (e.g. "last,no-eot").
     mask: str = "all"
+    # Several calls (or text beside a call) in one turn, where the template allows one call per turn
+    # (llama3): "split" into consecutive turns, "drop-text" as the official template does, or "refuse".
+    calls: Literal["split", "drop-text", "refuse"] = "split"
     date: str = "2026-01-01"  # pinned "today" for templates that print a date
 
 

@@ -30,7 +30,7 @@ class Renderer:
         except ValueError:
             raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
                               code="bad_config") from None
-        self.options = RenderOptions(now=now)
+        self.options = RenderOptions(now=now, calls=config.calls)
 
     def render(self, conv: Conversation):
         from .render import render

@@ -36,6 +36,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--tokenizer", metavar="NAME|PATH", help="default: each family's own")
     cmd.add_argument("--mask", default="all", metavar="POLICY",
                      help="all or last, then optionally ,no-reasoning ,no-eot (default: all)")
+    cmd.add_argument("--calls", default="split", choices=["split", "drop-text", "refuse"],
+                     help="templates with one call per turn (llama3): split the turn, drop text beside "
+                          "calls as the official template does, or refuse (default: split)")
     cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
     cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
@@ -45,9 +48,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import tokenview
-    from ..render import MaskPolicy, render
+    from ..render import MaskPolicy, RenderOptions, render
 
     mask = MaskPolicy.parse(args.mask)
+    options = RenderOptions(calls=args.calls)
     setups = _setups([name for arg in args.template for name in arg.split(",") if name.strip()], args.tokenizer)
     paths = expand_paths(args.inputs)
     out = _Output(args)
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         results: list[tokenview.View | tokenview.Failure] = []
         for name, template, tokenizer in setups:
             try:
-                rendered = render(item.conversation, template, tokenizer, mask=mask)
+                rendered = render(item.conversation, template, tokenizer, mask=mask, options=options)
                 results.append(tokenview.build_view(rendered, tokenizer, item.conversation))
             except ConfigError:
                 raise  # a template/tokenizer mismatch is a usage error, whatever the record
