@@ -392,12 +392,11 @@ class Writer:
         """`as_string`: this format wrote a string (True) or a part list (False); None: another format."""
         content = block.content
         if block.output is not UNSET:
-            if content:
-                self.ledger.add("dropped", path, "structured tool output dropped: openai-responses output holds "
-                                                 "text and media only, and the result's content is written")
-            else:
-                self.ledger.add("folded", path, "structured tool output written as JSON text")
+            self.ledger.add("folded", path, "structured tool output written as JSON text")
+            if not content:
                 return orjson.dumps(block.output).decode()
+            # Beside text or media, the JSON becomes the first text part: nothing is lost.
+            content = (Text(orjson.dumps(block.output).decode()), *content)
         if not content:
             return [] if as_string is False else ""
         if len(content) == 1 and isinstance(content[0], Text) and (as_string or own(content[0].form) is None) \
