@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class RunResult:
 def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     started = time.perf_counter()
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
+    reporter = _Progress(progress, sum(p.stat().st_size for p in paths))
     out = ensure_dir(config.output.dir)
     ctx = Context(config)
     ctx.renderer  # unknown template or tokenizer fails before any work
@@ -39,16 +41,19 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
     seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
-    reporter = _Progress(progress)
     try:
-        for items, worker_stats in _execute(_batches(paths, config, stats, rejects), config):
+        for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
                 _finish(item, stats, writer, rejects, seen_digests)
             reporter.update(stats)
         shards = writer.close()
     except BaseException:
+        # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
+        for partial in out.glob(".*.partial"):
+            partial.unlink(missing_ok=True)
+        reporter.done(stats)
         raise
     rejects.close()
     stats.tally("output", "shards", len(shards))
@@ -64,24 +69,19 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     return RunResult(stats, out, shards, time.perf_counter() - started, report)
 
 
-def _batches(paths: list[Path], config: JobConfig, stats: Stats, rejects: JsonlFile) -> Iterator[list[RawRecord]]:
-    """Read stage, in the parent: undecodable records are rejected here, the rest go out in batches."""
+def _batches(paths: list[Path], config: JobConfig, reporter: "_Progress") -> Iterator[list[RawRecord]]:
+    """Records in input order, in batches. This may run in a pool's feeder thread, so it only reads:
+    every count and every file write happens in the main thread as results come back in order."""
     batch: list[RawRecord] = []
-    read = stats.stages["read"]
     shape = None if config.input.shape == "auto" else config.input.shape
-    for raw in iter_raw(paths, shape=shape, max_record_bytes=config.input.max_record_mb * 1024 * 1024):
-        read.seen += 1
-        if raw.error is not None:
-            read.rejected[raw.error.code] += 1
-            rejects.write({"source": raw.source, "stage": "read", "code": raw.error.code,
-                           "message": raw.error.message, "path": raw.error.path,
-                           "record": raw.raw.decode("utf-8", "replace") if raw.raw else None})
-            continue
-        read.passed += 1
-        batch.append(raw)
-        if len(batch) >= config.run.batch_size:
-            yield batch
-            batch = []
+    limit = config.input.max_record_mb * 1024 * 1024
+    for path in paths:
+        for raw in iter_raw([path], shape=shape, max_record_bytes=limit):
+            batch.append(raw)
+            if len(batch) >= config.run.batch_size:
+                yield batch
+                batch = []
+        reporter.bytes_read += path.stat().st_size
     if batch:
         yield batch
 
@@ -116,8 +116,12 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
 _worker_ctx: Context | None = None
 
 
-def _init_worker(config: JobConfig) -> None:
+def _init_worker(config: JobConfig, ignore_interrupt: bool = False) -> None:
     global _worker_ctx
+    if ignore_interrupt:
+        # Ctrl-C reaches the whole process group: the parent alone handles it, stopping the pool;
+        # a worker dying mid-task would leave the parent waiting for its result.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_ctx = Context(config)
 
 
@@ -143,7 +147,7 @@ def _execute(batches: Iterable[list[RawRecord]], config: JobConfig) -> Iterator[
             yield _work(batch)
         return
     context = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+    with context.Pool(workers, initializer=_init_worker, initargs=(config, True)) as pool:
         # imap keeps input order, so outputs are identical whatever the worker count.
         yield from pool.imap(_work, batches, chunksize=1)
 
@@ -151,11 +155,14 @@ def _execute(batches: Iterable[list[RawRecord]], config: JobConfig) -> Iterator[
 # --- progress -------------------------------------------------------------------------------------
 
 class _Progress:
-    """A live line on a terminal; a plain line every few seconds otherwise."""
+    """A live bar with records/s and an ETA (from input bytes read) on a terminal; a plain line every
+    ten seconds otherwise."""
 
-    def __init__(self, enabled: bool | None):
-        self.tty = sys.stderr.isatty() if enabled is None else enabled
+    def __init__(self, enabled: bool | None, total_bytes: int):
         self.enabled = enabled is not False
+        self.tty = sys.stderr.isatty() if enabled is None else bool(enabled)
+        self.total_bytes = max(total_bytes, 1)
+        self.bytes_read = 0
         self.started = time.perf_counter()
         self.last = 0.0
 
@@ -166,10 +173,19 @@ class _Progress:
         if now - self.last < (0.2 if self.tty else 10.0):
             return
         self.last = now
-        rate = stats.read / max(now - self.started, 1e-9)
-        line = f"sftprep run: {stats.read} records, {rate:,.0f}/s, {stats.summary_line()}"
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+        elapsed = max(now - self.started, 1e-9)
+        done = min(self.bytes_read / self.total_bytes, 1.0)
+        eta = f"ETA {elapsed * (1 - done) / done:,.0f}s" if done > 0 else "ETA ?"
+        rate = f"{stats.read / elapsed:,.0f} records/s"
+        if self.tty:
+            width = 24
+            bar = "#" * int(done * width) + "-" * (width - int(done * width))
+            print(f"\r[{bar}] {done:4.0%} {rate}, {eta}  {stats.summary_line()}", end="", file=sys.stderr,
+                  flush=True)
+        else:
+            print(f"sftprep run: {done:.0%} of input, {rate}, {eta}, {stats.summary_line()}", file=sys.stderr,
+                  flush=True)
 
     def done(self, stats: Stats) -> None:
         if self.enabled and self.tty:
-            print("\r", end="", file=sys.stderr)
+            print("\r\033[K", end="", file=sys.stderr, flush=True)

@@ -77,9 +77,14 @@ def drop(item: Item, stage: str, reason: str, message: str) -> Item:
 
 # --- stages ----------------------------------------------------------------------------------------
 
-def parse_stage(item: Item, ctx: Context) -> Item:
+def read_stage(item: Item, ctx: Context) -> Item:
+    """Records the reader could not decode (invalid JSON, not UTF-8, too large) end here."""
     if item.error is not None:
-        return reject(item, "parse", item.error.code, item.error.message, item.error.path)
+        return reject(item, "read", item.error.code, item.error.message, item.error.path)
+    return item
+
+
+def parse_stage(item: Item, ctx: Context) -> Item:
     try:
         item.conversation = parse_record(item.record, item.source, fmt=ctx.fmt, shape=ctx.shape,
                                          strict=ctx.config.run.strict,
@@ -151,6 +156,7 @@ def export_stage(item: Item, ctx: Context) -> Item:
 
 
 WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
+    ("read", (read_stage,)),
     ("parse", (parse_stage,)),
     ("validate", (validate_stage,)),
     ("shape", (shape_stage,)),
@@ -159,7 +165,7 @@ WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ..
 
 
 def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
-    """Worker side: every record through parse..render. Counts each stage's in/passed/rejected/filtered."""
+    """Worker side: every record through read..render. Counts each stage's in/passed/rejected/filtered."""
     stats = Stats()
     items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error) for raw in raws]
     for item in items:

@@ -165,3 +165,30 @@ def test_cli_exit_codes(tmp_path):
     locked.write_text("a file, not a directory")
     unwritable = run("configs/default.toml", "--output", str(locked / "sub"), "--quiet")
     assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr
+
+
+def test_ctrl_c_stops_cleanly_without_half_files(tmp_path):
+    """Ctrl-C reaches the whole process group: the run stops, exits 130, and leaves no partial file."""
+    import os
+    import signal
+    import time
+
+    big = tmp_path / "big.jsonl"
+    lines = (DATA / "anthropic_requests.jsonl").read_text().splitlines()
+    with open(big, "w") as handle:
+        for i in range(6000):  # distinct records, so nothing is deduplicated away
+            record = json.loads(lines[i % len(lines)])
+            record["metadata"] = {"user_id": f"u{i}"}
+            handle.write(json.dumps(record) + "\n")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "configs/default.toml", "--input", str(big),
+                             "--output", str(out), "--workers", "2"], cwd=ROOT, stderr=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(6)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert b"interrupted" in err
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    assert not [name for name in left if name.endswith(".partial")], left
+    assert "stats.json" not in left and "rejects.jsonl" not in left
