@@ -20,6 +20,7 @@ from corpus import ROOT, require_corpus
 from pipeline import ray_engine
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
+from pipeline.ingest import expand_paths, iter_raw
 from pipeline.ray_engine import execute_ray
 from pipeline.run import run_job
 
@@ -83,11 +84,13 @@ def _ray_descendants() -> list[str]:
         if states.get(pid) == "Z":
             continue
         try:
-            cmd = (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            argv = (proc / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "ray" in cmd:
-            out.append(f"{pid}: {cmd[:120]}")
+        # gcs_server, raylet, "ray::<actor>" workers, python .../ray/.../agent.py: Ray in the program or
+        # script name (a multiprocessing helper may carry ray's paths further down its command line).
+        if any("ray" in arg for arg in argv[:2]):
+            out.append(f"{pid}: {' '.join(argv)[:120]}")
     return out
 
 
@@ -127,32 +130,57 @@ def test_data_same_bytes_as_local_and_own_instance_shut_down(tmp_path):
     _assert_no_ray_processes_left()
 
 
-@pytest.mark.ray
-def test_corpus_slice_same_bytes_on_a_running_instance_left_running(tmp_path):
-    paths = corpus_slice()
+@pytest.fixture
+def running_ray():
+    """A local instance started by the caller, as a notebook or a Ray job would; stopped afterwards."""
     ray = _ray()
-    local = run_job(_job(tmp_path / "local", paths), progress=False)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        remote = run_job(_job(tmp_path / "ray", paths, **{"run.engine": "ray", "run.workers": 2,
-                                                          "run.batch_size": 4}), progress=False)
-        assert ray.is_initialized(), "an instance the caller started is the caller's to shut down"
-        # Connecting by address from another process: the CLI, with ray_address in the config.
-        gcs = ray.get_runtime_context().gcs_address
-        config = tmp_path / "cluster.toml"
-        config.write_text(_default_toml().replace("[run]\n", f'[run]\nray_address = "{gcs}"\n'))
-        done = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--quiet", "--engine", "ray",
-                               "--workers", "1", "--input", str(DATA / "gemini.jsonl"), "--output",
-                               str(tmp_path / "cli")], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        local_gemini = run_job(_job(tmp_path / "local-gemini", [str(DATA / "gemini.jsonl")]), progress=False)
-        _assert_same_outputs(local_gemini.output_dir, tmp_path / "cli")
+        yield ray
     finally:
         ray.shutdown()
+    _assert_no_ray_processes_left()
+
+
+@pytest.mark.ray
+def test_corpus_slice_same_bytes_on_a_running_instance_left_running(tmp_path, running_ray):
+    paths = corpus_slice()
+    local = run_job(_job(tmp_path / "local", paths), progress=False)
+    remote = run_job(_job(tmp_path / "ray", paths, **{"run.engine": "ray", "run.workers": 2,
+                                                      "run.batch_size": 4}), progress=False)
+    assert running_ray.is_initialized(), "an instance the caller started is the caller's to shut down"
     assert remote.stats.read == local.stats.read > 40
     assert remote.stats.written > 0 and remote.stats.balanced()
     _assert_same_outputs(local.output_dir, remote.output_dir)
-    _assert_no_ray_processes_left()
+
+    # Connecting by address from another process: the CLI, with ray_address in its config.
+    gcs = running_ray.get_runtime_context().gcs_address
+    config = tmp_path / "cluster.toml"
+    config.write_text(_default_toml().replace("[run]\n", f'[run]\nray_address = "{gcs}"\n'))
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--quiet", "--engine", "ray",
+                           "--workers", "1", "--input", str(DATA / "gemini.jsonl"), "--output",
+                           str(tmp_path / "cli")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    local_gemini = run_job(_job(tmp_path / "local-gemini", [str(DATA / "gemini.jsonl")]), progress=False)
+    _assert_same_outputs(local_gemini.output_dir, tmp_path / "cli")
+
+    # The input is pulled lazily: never more than two batches per actor ahead of what was handed back.
+    raws = [raw for raw in iter_raw(expand_paths([str(DATA)])) if raw.error is None]
+    batches = [raws[i:i + 2] for i in range(0, len(raws), 2)]
+    pulled = 0
+
+    def source():
+        nonlocal pulled
+        for batch in batches:
+            pulled += 1
+            yield batch
+
+    config = _job(tmp_path / "unused", [str(DATA)], **{"run.engine": "ray", "run.workers": 1})
+    returned = []
+    for items, _ in execute_ray(source(), config):
+        assert pulled - len(returned) <= 2  # the documented bound: two batches per actor
+        returned.append([item.source for item in items])
+    assert returned == [[raw.source for raw in batch] for batch in batches]
 
 
 # --- failing fast -------------------------------------------------------------------------------
