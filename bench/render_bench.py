@@ -137,24 +137,31 @@ def load_trajectories() -> list[list[dict]]:
 
 
 def _tagged(message: dict, tag: str) -> dict:
-    """A copy of the message whose text (if any) carries the conversation's tag."""
-    out = dict(message)
-    if isinstance(out.get("content"), str) and out["role"] in ("user", "tool", "assistant"):
-        out["content"] = out["content"] + f" [{tag}]"
-    return out
+    """A copy of the message whose text carries the conversation's tag."""
+    return {**message, "content": f"{message['content']} [{tag}]"}
+
+
+WORKLOADS = ("agent", "unique-turns", "distinct")
 
 
 def make_conversation(trajectories: list[list[dict]], k: int, kind: str) -> dict:
-    """Conversation k of a workload, as an OpenAI Chat request body."""
+    """Conversation k of a workload, as an OpenAI Chat request body.
+    agent: trajectory k mod 120, its first user message tagged with k (the rest repeats, as it does in
+    logs of repeated sessions or of every request of a session); unique-turns: every text of every user,
+    tool and assistant message tagged; distinct: unique-turns with a distinct system prompt and tool order."""
     traj = trajectories[k % len(trajectories)]
     tag = f"session {k:06d}"
-    messages = [traj[0]] + [_tagged(m, tag) for m in traj[1:]]
+    if kind == "agent":
+        first_user = next(i for i, m in enumerate(traj) if m["role"] == "user")
+        messages = [_tagged(m, tag) if i == first_user else m for i, m in enumerate(traj)]
+    else:
+        messages = [_tagged(m, tag) if m["role"] != "system" and isinstance(m.get("content"), str) else m
+                    for m in traj]
     tools = AIRLINE_TOOLS
     if kind == "distinct":
         rng = random.Random(k)
-        system = dict(messages[0])
-        system["content"] = f"Deployment {k:06d} (region {rng.randrange(1000)}).\n\n" + system["content"]
-        messages[0] = system
+        messages[0] = {**messages[0], "content": f"Deployment {k:06d} (region {rng.randrange(1000)}).\n\n"
+                                                 + messages[0]["content"]}
         tools = list(AIRLINE_TOOLS)
         rng.shuffle(tools)
     return {"model": "gpt-4o", "messages": messages, "tools": tools}

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, assert_never
 
+import msgspec
 from msgspec import UNSET
 
 from ..conversation import (ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall,
@@ -59,9 +60,19 @@ class BlockRef(NamedTuple):
 
 
 class _MarkedDict(dict):
-    """A dict whose `tojson` output the renderer can find (the `tojson` filter adds the sentinels)."""
+    """A dict whose `tojson` output the renderer can find (the `tojson` filter adds the sentinels). It
+    carries its JSON text too: dumped once to check it for sentinels, reused by `tojson`."""
 
-    __slots__ = ("sftprep_marks",)
+    __slots__ = ("sftprep_marks", "sftprep_json")
+
+
+# json.dumps(value, ensure_ascii=False), without building an encoder per call.
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _has_marks(text: str) -> bool:
+    # ASCII strings (most) are known to be ASCII without a scan.
+    return not text.isascii() and MARK_RE.search(text) is not None
 
 
 class Marks:
@@ -82,7 +93,7 @@ class Marks:
         unless `anchor`: then an empty pair still shows where the block went."""
         if not self.enabled or (not value and not anchor):
             return value
-        if MARK_RE.search(value):
+        if _has_marks(value):
             raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
                               "renderer uses as span markers", path=ref.path, code="render_private_use")
         start, end = self._pair(ref)
@@ -93,18 +104,27 @@ class Marks:
             return value
         marked = _MarkedDict(value)
         marked.sftprep_marks = self._pair(ref)
-        if MARK_RE.search(json.dumps(value, ensure_ascii=False)):
-            raise RenderError("JSON holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
-                              "renderer uses as span markers", path=ref.path, code="render_private_use")
+        text = getattr(value, "sftprep_json", None)  # a tool definition from the cache: dumped and checked
+        if text is None:
+            text = _dumps(value)
+            if _has_marks(text):
+                raise RenderError("JSON holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
+                                  "renderer uses as span markers", path=ref.path, code="render_private_use")
+        marked.sftprep_json = text
         return marked
 
 
 def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
            sort_keys: bool = False) -> str:
     """transformers' `tojson` (json.dumps, non-ASCII kept, `indent` honoured), plus sentinels."""
-    out = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     marks = getattr(value, "sftprep_marks", None)
-    return marks[0] + out + marks[1] if marks else out
+    if marks is None:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    if ensure_ascii or indent is not None or separators is not None or sort_keys:
+        out = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    else:
+        out = value.sftprep_json  # what json.dumps gives with these arguments
+    return marks[0] + out + marks[1]
 
 
 class TemplateInputs(NamedTuple):
@@ -388,8 +408,36 @@ class _Builder:
             if tool.kind != "function":
                 self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in {self.policy.target}")
                 continue
-            tools.append(self.marks.json(tool_definition(tool), BlockRef("tools", None, ti, path)))
+            ref = BlockRef("tools", None, ti, path)
+            definition = _cached_definition(tool) if self.marks.enabled else tool_definition(tool)
+            tools.append(self.marks.json(definition, ref))
         return tools or None
+
+
+class _Definition(dict):
+    """A cached tool definition with its JSON text (None when it holds sentinel characters: then
+    Marks.json dumps and refuses it as for any other value)."""
+
+    __slots__ = ("sftprep_json",)
+
+
+# Tool lists repeat across a dataset: each distinct tool's definition is built and dumped once. Bounded
+# (cleared when full). Shared, so only ever handed to Marks.json, which wraps a copy.
+_DEFINITIONS: dict[bytes, _Definition] = {}
+_DEFINITIONS_MAX = 2048
+
+
+def _cached_definition(tool: Tool) -> _Definition:
+    key = msgspec.msgpack.encode(tool)  # exact for JSON values (floats, NaN and ints kept apart)
+    hit = _DEFINITIONS.get(key)
+    if hit is None:
+        hit = _Definition(tool_definition(tool))
+        text = _dumps(hit)
+        hit.sftprep_json = None if _has_marks(text) else text
+        if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = hit
+    return hit
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:

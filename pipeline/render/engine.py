@@ -23,13 +23,14 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.utils
 import msgspec
+import numpy as np
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..conversation import Conversation
 from ..errors import ConfigError, RenderError
 from ..ledger import Ledger, LedgerEntry
-from ._inputs import (GEN_CLOSE, GEN_OPEN, MARK_RE, BlockRef, InputPolicy, Marks, TemplateInputs,
-                      build_inputs, mark_index, tojson)
+from ._inputs import (GEN_CLOSE, GEN_OPEN, MARK_RE, _PLANE, BlockRef, InputPolicy, Marks, TemplateInputs,
+                      build_inputs, tojson)
 from .tokenizers import Segmented, Tokenizer
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -254,14 +255,30 @@ class _Found:
         self.regions: list[tuple[int, int]] = []  # generation regions
 
 
+def _sentinels(raw: str) -> tuple[str, zip]:
+    """The text without sentinel characters, and (sentinel index, position in that text) of each, in
+    order. Vectorized over the code points: a regex scan of a long rendered text costs more than the
+    rest of the render."""
+    if raw.isascii():
+        return raw, zip((), ())
+    codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first.
+    at = np.flatnonzero((codes >= 0xF0000) & ((codes & 0xFFFF) <= 0xFFFD))
+    if not len(at):
+        return raw, zip((), ())
+    chars = codes[at].astype(np.int64)
+    index = np.where(chars < 0x100000, chars - 0xF0000, chars - 0x100000 + _PLANE)
+    text = np.delete(codes, at).tobytes().decode("utf-32-le", "surrogatepass")
+    return text, zip(index.tolist(), (at - np.arange(len(at))).tolist())
+
+
 def _strip(raw: str, refs: list[BlockRef]) -> tuple[str, _Found]:
     found = _Found()
     opened: list[int] = [-1] * len(refs)
     closed: list[int] = [-1] * len(refs)
     gen_start: int | None = None
-    for k, match in enumerate(MARK_RE.finditer(raw)):
-        pos = match.start() - k
-        index = mark_index(match.group())
+    text, sentinels = _sentinels(raw)
+    for index, pos in sentinels:
         if index == 0:
             if gen_start is not None:
                 raise RenderError("nested {% generation %} regions", code="render_template_structure")
@@ -281,7 +298,6 @@ def _strip(raw: str, refs: list[BlockRef]) -> tuple[str, _Found]:
                 raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
                                   code="render_duplicated")
             seen[pair] = pos
-    text = MARK_RE.sub("", raw)
     for pair, ref in enumerate(refs):
         start, end = opened[pair], closed[pair]
         if start == -1 or end == -1 or end < start:
