@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import orjson
 from msgspec.structs import replace
 
@@ -81,8 +82,10 @@ class Renderer:
         return best
 
     def row(self, item, conv: Conversation, rendered) -> dict[str, Any]:
-        ids = rendered.input_ids
-        mask = rendered.loss_mask
+        # Token columns as numpy arrays: built in bulk, pickled to the parent as buffers, and turned
+        # into Arrow columns without a Python object per token.
+        ids = np.array(rendered.input_ids, dtype=np.int32)
+        mask = np.array(rendered.loss_mask, dtype=np.int8)
         export_ledger = Ledger(EXPORT_TARGET)
         messages, tools = to_messages(conv, export_ledger)
         item.ledger.extend(export_ledger.entries)
@@ -97,10 +100,10 @@ class Renderer:
             "template": rendered.template,
             "tokenizer": rendered.tokenizer,
             "input_ids": ids,
-            "labels": [t if m else -100 for t, m in zip(ids, mask)],
+            "labels": np.where(mask != 0, ids, np.int32(-100)),
             "loss_mask": mask,
             "num_tokens": len(ids),
-            "num_trained_tokens": sum(mask),
+            "num_trained_tokens": int(np.count_nonzero(mask)),
             "num_messages": len(conv.messages),
             "num_tool_calls": sum(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)),
             "trimmed": item.trimmed,

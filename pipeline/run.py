@@ -51,6 +51,7 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     except BaseException:
         # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
+        writer.abort()
         for partial in out.glob(".*.partial"):
             partial.unlink(missing_ok=True)
         reporter.done(stats)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,37 +56,102 @@ def ensure_dir(path: str | Path) -> Path:
     return out
 
 
+# Rows are written as they come, a row group at a time, so memory holds one row group, never a shard.
+ROW_GROUP_ROWS = 1000
+ROW_GROUP_TOKENS = 4_000_000
+# Dictionary encoding only where values repeat (it costs more than it saves on token ids).
+_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger"]
+
+
 class ShardWriter:
-    """Rows to `data-00000.parquet` (or `.jsonl`) shards of at most `shard_size` rows each."""
+    """Rows to `data-00000.parquet` (or `.jsonl`) shards of at most `shard_size` rows each. Token columns
+    (input_ids, labels, loss_mask) may be lists or numpy arrays; Arrow columns are built from them in
+    bulk. Row groups close after ROW_GROUP_ROWS rows or ROW_GROUP_TOKENS tokens: a function of the rows
+    alone, so the bytes written do not depend on how rows were batched on the way."""
 
     def __init__(self, directory: Path, fmt: str, shard_size: int):
         self.directory, self.fmt, self.shard_size = directory, fmt, max(1, shard_size)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []  # the current row group (Parquet)
+        self.tokens = 0  # in self.rows
+        self.in_shard = 0  # rows written to the open shard
         self.shards: list[Path] = []
+        self._sink: Any = None  # the open shard: a ParquetWriter or a file
 
     def write(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.shard_size:
-            self._flush()
+        if self._sink is None:
+            self._open()
+        if self.fmt == "parquet":
+            self.rows.append(row)
+            self.tokens += len(row["input_ids"])
+            if len(self.rows) >= ROW_GROUP_ROWS or self.tokens >= ROW_GROUP_TOKENS:
+                self._write_group()
+        else:
+            self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self.in_shard += 1
+        if self.in_shard >= self.shard_size:
+            self._close_shard()
 
     def close(self) -> list[Path]:
-        if self.rows or not self.shards:
-            self._flush()  # an empty run still writes one empty shard: the schema is the contract
+        if self._sink is not None or not self.shards:
+            if self._sink is None:
+                self._open()  # an empty run still writes one empty shard: the schema is the contract
+            self._close_shard()
         return self.shards
 
-    def _flush(self) -> None:
-        path = self.directory / f"data-{len(self.shards):05d}.{self.fmt}"
-        tmp = atomic_path(path)
+    def abort(self) -> None:
+        """Close and remove the shard being written (finished shards stay)."""
+        if self._sink is not None:
+            sink, self._sink, self.rows = self._sink, None, []
+            sink.close()
+            atomic_path(self._path()).unlink(missing_ok=True)
+
+    def _path(self) -> Path:
+        return self.directory / f"data-{len(self.shards):05d}.{self.fmt}"
+
+    def _open(self) -> None:
+        tmp = atomic_path(self._path())
         if self.fmt == "parquet":
-            table = pa.Table.from_pylist(self.rows, schema=SCHEMA)
-            pq.write_table(table, tmp, compression="zstd")
+            self._sink = pq.ParquetWriter(tmp, SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)
         else:
-            with open(tmp, "wb") as handle:
-                for row in self.rows:
-                    handle.write(orjson.dumps(row) + b"\n")
-        os.replace(tmp, path)
+            self._sink = open(tmp, "wb")
+
+    def _write_group(self) -> None:
+        if self.rows:
+            self._sink.write_table(rows_table(self.rows), row_group_size=len(self.rows))
+        self.rows, self.tokens = [], 0
+
+    def _close_shard(self) -> None:
+        path = self._path()
+        if self.fmt == "parquet":
+            if self.rows or self.in_shard == 0:
+                self._sink.write_table(rows_table(self.rows), row_group_size=max(1, len(self.rows)))
+            self.rows, self.tokens = [], 0
+        self._sink.close()
+        self._sink = None
+        os.replace(atomic_path(path), path)
         self.shards.append(path)
-        self.rows = []
+        self.in_shard = 0
+
+
+def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows as a table of SCHEMA, column by column; list columns from one concatenated buffer each."""
+    columns = []
+    for field in SCHEMA:
+        values = [row[field.name] for row in rows]
+        if pa.types.is_list(field.type):
+            columns.append(_list_column(values, field.type))
+        else:
+            columns.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+def _list_column(values: list[Any], type_: pa.ListType) -> pa.Array:
+    item = type_.value_type
+    dtype = item.to_pandas_dtype()
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(v) for v in values], out=offsets[1:])
+    flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), pa.array(flat, type=item))
 
 
 class JsonlFile:
