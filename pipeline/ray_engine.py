@@ -39,9 +39,13 @@ def execute_ray(batches: Iterable[list[RawRecord]], config: JobConfig) -> Iterat
         count = max(1, min(wanted, cluster_cpus))
         actor_class = ray.remote(num_cpus=1, max_restarts=2, max_task_retries=2)(_StageActor)
         actors = [actor_class.remote(config) for _ in range(count)]
+        window: deque[tuple[Any, int]] = deque()
         try:
-            yield from _ordered(ray, actors, batches)
+            yield from _ordered(ray, actors, batches, window)
         finally:
+            for ref, _ in window:  # stopped early (Ctrl-C, an error): the work queued is not wanted
+                with suppress(Exception):
+                    ray.cancel(ref)
             for actor in actors:
                 with suppress(Exception):  # already gone with its cluster: nothing to end
                     ray.kill(actor)
@@ -61,11 +65,12 @@ class _StageActor:
         return run._work(batch)
 
 
-def _ordered(ray: Any, actors: list, batches: Iterable[list[RawRecord]]) -> Iterator[tuple[list[Item], Stats]]:
-    """Each batch to the least busy actor; at most BATCHES_PER_ACTOR per actor in flight; results in the
-    order submitted (a result that finishes early waits for the ones before it)."""
+def _ordered(ray: Any, actors: list, batches: Iterable[list[RawRecord]],
+             window: deque[tuple[Any, int]]) -> Iterator[tuple[list[Item], Stats]]:
+    """Each batch to the least busy actor; at most BATCHES_PER_ACTOR per actor in flight (`window`: task
+    refs and actor indexes, oldest first); results in the order submitted (a result that finishes early
+    waits for the ones before it)."""
     busy = {index: 0 for index in range(len(actors))}
-    window: deque[tuple[Any, int]] = deque()
     limit = BATCHES_PER_ACTOR * len(actors)
     source = iter(batches)
     exhausted = False
@@ -80,9 +85,11 @@ def _ordered(ray: Any, actors: list, batches: Iterable[list[RawRecord]]) -> Iter
             busy[index] += 1
         if not window:
             return
-        ref, index = window.popleft()
+        ref, index = window[0]
+        result = ray.get(ref)  # interrupted here, the ref stays in the window, to be cancelled
+        window.popleft()
         busy[index] -= 1
-        yield ray.get(ref)
+        yield result
 
 
 # --- connecting -----------------------------------------------------------------------------------
