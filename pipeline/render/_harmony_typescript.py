@@ -23,6 +23,7 @@ a function of the text, so comparing read-back schemas compares the rendered sig
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from msgspec import UNSET, UnsetType
@@ -61,8 +62,42 @@ def _is_enum(schema: Any) -> bool:
     return isinstance(schema, dict) and isinstance(schema.get("enum"), list) and bool(schema["enum"])
 
 
+def float_text(number: float) -> str:
+    """A float as openai-harmony writes it (Rust's ryu): shortest digits, decimal notation while the
+    decimal exponent is within -5 < e <= 16, else `1.5e-7`; Python writes 1e-05 as `1e-05`, ryu `0.00001`."""
+    if number == 0:
+        return "-0.0" if math.copysign(1.0, number) < 0 else "0.0"
+    mantissa, _, exponent = repr(abs(number)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    fraction = "" if fraction == "0" else fraction
+    digits = (whole + fraction).lstrip("0")
+    k = (int(exponent) if exponent else 0) - len(fraction)  # number = digits * 10**k
+    trimmed = digits.rstrip("0")
+    k += len(digits) - len(trimmed)
+    n = len(trimmed)
+    point = n + k  # where the decimal point falls in `trimmed`
+    if k >= 0 and point <= 16:
+        text = trimmed + "0" * k + ".0"
+    elif 0 < point <= 16:
+        text = trimmed[:point] + "." + trimmed[point:]
+    elif -5 < point <= 0:
+        text = "0." + "0" * -point + trimmed
+    else:
+        text = trimmed[0] + ("." + trimmed[1:] if n > 1 else "") + f"e{point - 1}"
+    return ("-" if number < 0 else "") + text
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON as openai-harmony writes a default (serde_json): no spaces, floats by `float_text`."""
+    match value:
+        case float():
+            return float_text(value)
+        case list():
+            return "[" + ",".join(map(_compact, value)) + "]"
+        case dict():
+            return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + _compact(v) for k, v in value.items()) + "}"
+        case _:
+            return json.dumps(value, ensure_ascii=False)
 
 
 def _default_comment(schema: dict, quoted_enum: bool) -> str:

@@ -446,8 +446,8 @@ def _read_tools(text: str, index: int) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     while pos < stop:
         lines = []
-        while text.startswith("// ", pos):
-            end = text.index("\n", pos)
+        while text.startswith("// ", pos) and text.find("\n", pos) != -1:
+            end = text.find("\n", pos)
             lines.append(text[pos + 3:end])
             pos = end + 1
         equals = text.find(" = ", pos)

@@ -310,6 +310,16 @@ def test_jinja_style_matches_official_template(name, gptoss, gptoss_hf, gptoss_o
     assert_same(text, ids, ours.text, ours.input_ids)
 
 
+@pytest.mark.parametrize("name", ["plain_chat", "weighted"])
+def test_our_template_alone_in_jinja_style_matches_official(name, gptoss_hf, gptoss_official):
+    """templates/harmony.jinja used directly with transformers (harmony_style="jinja") writes what the
+    official template writes, for conversations without reasoning (which it never drops)."""
+    conv = load(name)
+    expected, _, _ = official_render(gptoss_hf, gptoss_official, conv)
+    ours, _, _ = official_render(gptoss_hf, load_template("harmony").source, conv, harmony_style="jinja")
+    assert ours == expected
+
+
 @pytest.mark.parametrize("name", sorted(set(NAMES) - set(OFFICIAL_CONFORMING)))
 def test_other_fixtures_are_outside_official_support(name, gptoss_official, encoding):
     """The conformance list above is complete: every other fixture has a stated reason."""
@@ -822,3 +832,98 @@ def test_string_arguments_are_refused_by_the_template(gptoss_hf):
                     {"type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}]}]
     with pytest.raises(Exception, match="must be an object"):
         gptoss_hf.apply_chat_template(messages, chat_template=load_template("harmony").source, tokenize=False)
+
+
+def test_parse_back_refuses_any_malformed_stream_with_a_render_error(gptoss):
+    """Whatever the text (pieces of real renders shuffled, cut and mixed with noise), parse-back returns a
+    conversation or raises RenderError naming the message: never another exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    whole = render(load("harmony/reasoning_agent"), "harmony", gptoss).text
+    pieces = re.split(r"(<\|[a-z_]+\|>)", whole) + ["// x", "type f = (_: {\n", ") => any;\n\n", "\n", " to=", "{}"]
+
+    head = whole[:whole.index("<|start|>user")]  # system and developer messages, so later pieces get read
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.booleans(), st.lists(st.sampled_from(pieces), max_size=40), st.sampled_from(["harmony", "jinja"]))
+    def check(with_head, parts, style):
+        text = (head if with_head else "") + "".join(parts)
+        try:
+            harmony.parse_back(text, style)
+        except RenderError:
+            pass
+
+    check()
+
+
+def _schemas():
+    from hypothesis import strategies as st
+
+    text = st.text(alphabet="ab \"'\n\r/é{}", max_size=8)
+    # Floats with few digits: openai-harmony reads JSON numbers with serde_json's fast parser, which can be
+    # one unit in the last place off for long ones (1.6106113325123825 comes back ...823).
+    floats = st.one_of(st.integers(-4000, 4000).map(lambda i: i / 64),
+                       st.sampled_from([1e-7, 6.103515625e-05, 1e-5, 1e21, 2.5e300, -0.0, 0.1, 1e16, 1.2345e15]))
+    scalar = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), floats, text)
+    leaf = st.fixed_dictionaries(
+        {"type": st.sampled_from(["string", "number", "integer", "boolean", "null", ["string", "integer"], ["null"]])},
+        optional={"description": text, "title": text, "default": scalar, "nullable": st.booleans(),
+                  "enum": st.lists(st.one_of(text, st.integers(0, 3)), max_size=3), "examples": st.lists(text, max_size=2),
+                  "format": st.just("email")})
+
+    def extend(inner):
+        names = st.text(alphabet="abxy_", min_size=1, max_size=4)
+        obj = st.fixed_dictionaries(
+            {"type": st.just("object"), "properties": st.dictionaries(names, inner, max_size=4)},
+            optional={"required": st.lists(names, max_size=3), "description": text, "additionalProperties": st.booleans()})
+        array = st.fixed_dictionaries({"type": st.just("array")}, optional={"items": inner, "description": text})
+        union = st.fixed_dictionaries({"oneOf": st.lists(inner, max_size=3)},
+                                      optional={"description": text, "default": scalar})
+        return st.one_of(obj, array, union)
+
+    return st.recursive(leaf, extend, max_leaves=8)
+
+
+def _python_floats_agree(value) -> bool:
+    if isinstance(value, float):
+        return json.dumps(value) == typescript.float_text(value)
+    if isinstance(value, dict):
+        return all(map(_python_floats_agree, value.values()))
+    if isinstance(value, list):
+        return all(map(_python_floats_agree, value))
+    return True
+
+
+def test_float_text_follows_openai_harmony():
+    cases = {1.0: "1.0", 1.5: "1.5", 100.0: "100.0", 1e-7: "1e-7", 6.103515625e-05: "0.00006103515625", 1e21: "1e21",
+             2.5e300: "2.5e300", -0.0: "-0.0", 0.1: "0.1", 1e16: "1e16", 1.2345e15: "1234500000000000.0", 1e-5: "0.00001", -1.25e-6: "-1.25e-6"}
+    assert {number: typescript.float_text(number) for number in cases} == cases
+
+
+def test_signature_writer_agrees_with_openai_harmony_and_the_template_macro(encoding):
+    """On generated schemas (objects, arrays, unions, enums, defaults, titles, nullable, odd text), the
+    Python writer gives openai-harmony's text, and the template's macro gives the Python writer's."""
+    import openai_harmony as oh
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from pipeline.render.engine import make_environment
+
+    macro = make_environment().from_string(load_template("harmony").source).module.tool_definition
+
+    @settings(max_examples=int(os.environ.get("SFTPREP_HYPOTHESIS_EXAMPLES", "300")), deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(_schemas(), st.text(alphabet="ab\n\r ", max_size=6))
+    def check(schema, description):
+        developer = oh.DeveloperContent.new().with_function_tools([oh.ToolDescription.new("f", description, parameters=schema)])
+        expected = encoding.decode(encoding.render(oh.Message.from_role_and_content(oh.Role.DEVELOPER, developer)))
+        ours = typescript.tool_definition("f", description, schema)
+        assert f"namespace functions {{\n\n{ours}\n\n}} // namespace functions" in expected
+        if _python_floats_agree(schema):  # the macro writes floats as Python does (see the template)
+            assert str(macro({"type": "function", "function": {"name": "f", "description": description,
+                                                               "parameters": schema}})) == ours
+        back = typescript.read_signature(typescript.signature(schema))  # reading back is a function of the text
+        assert typescript.read_signature(typescript.signature(back)) == back or typescript.SIGNATURE_KEY in back
+
+    check()
