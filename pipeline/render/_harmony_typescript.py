@@ -95,7 +95,8 @@ def _compact(value: Any) -> str:
         case list():
             return "[" + ",".join(map(_compact, value)) + "]"
         case dict():
-            return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + _compact(v) for k, v in value.items()) + "}"
+            items = (f"{json.dumps(str(k), ensure_ascii=False)}:{_compact(v)}" for k, v in value.items())
+            return "{" + ",".join(items) + "}"
         case _:
             return json.dumps(value, ensure_ascii=False)
 

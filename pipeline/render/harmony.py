@@ -131,8 +131,8 @@ class _HarmonyBuilder(_Builder):
                     self.ledger.add("dropped", path, "empty instructions: harmony writes no # Instructions for them")
                     continue
                 if name == "system":
-                    self.ledger.add("folded", path, "system instructions rendered as the developer message's "
-                                                    "# Instructions (harmony's system message holds identity and settings)")
+                    self.ledger.add("folded", path, "system instructions rendered in the developer message (harmony's "
+                                                    "system message holds identity and settings)")
                 parts.append(self.marks.text(text, BlockRef(name, None, bi, path)))
         if len(parts) > 1:
             self.ledger.add("folded", "$.developer", f"{len(parts)} instruction blocks joined into one # Instructions")
@@ -455,7 +455,7 @@ def _read_tools(text: str, index: int) -> tuple[Tool, ...]:
             raise _fail(f"not a tool definition: {text[pos:pos + 60]!r}", index)
         end = text.find(_TOOL_END, equals)
         # A property description could hold the end marker: the definition ends where the next begins.
-        while end != -1 and not (end + len(_TOOL_END) == stop or text.startswith(("// ", "type "), end + len(_TOOL_END))):
+        while end != -1 and (after := end + len(_TOOL_END)) != stop and not text.startswith(("// ", "type "), after):
             end = text.find(_TOOL_END, end + 1)
         if end == -1:
             raise _fail(f"unterminated tool definition: {text[pos:pos + 60]!r}", index)
@@ -475,7 +475,7 @@ def _name(style: str, past_reasoning: str | None) -> str:
     return f"{base}(past_reasoning={past_reasoning})"
 
 
-def family(style: str = "harmony", past_reasoning: str | None = None) -> Family:
+def family(style: Style = "harmony", past_reasoning: PastReasoning | None = None) -> Family:
     """The Harmony family in a style ("harmony": openai-harmony's tokens; "jinja": the official Jinja
     template's text), keeping or dropping the reasoning of earlier turns (default: "keep" for harmony,
     "drop" for jinja, as each reference does)."""

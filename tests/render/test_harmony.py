@@ -104,7 +104,8 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
     if not instructions and messages and messages[0].role in ("system", "developer"):
         instructions = [t for t in map(_text_of, messages[0].blocks) if t]
         messages = messages[1:]
-    tools = [oh.ToolDescription.new(t.name, t.description or "", parameters=None if t.parameters is UNSET else t.parameters)
+    tools = [oh.ToolDescription.new(t.name, t.description or "",
+                                    parameters=None if t.parameters is UNSET else t.parameters)
              for t in conv.tools if t.kind == "function"]
     if instructions or tools:
         developer = oh.DeveloperContent.new()
@@ -360,8 +361,8 @@ def test_official_template_renders_only_the_first_parallel_call_and_ours_all(gpt
         assert ours.text.count("<|start|>functions.get_weather to=assistant") == 2
         calls = [b for m in check_roundtrip(conv, ours, name, gptoss).messages for b in m.blocks
                  if isinstance(b, ToolCall)]
-        assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"city": "Oslo"}),
-                                                          ("get_weather", {"city": "Lima"}), ("get_time", {"city": "Lima"})]
+        assert [(c.name, c.arguments) for c in calls] == [
+            ("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Lima"}), ("get_time", {"city": "Lima"})]
 
 
 def test_constrain_token_differs_between_the_references(gptoss, encoding):
@@ -560,7 +561,8 @@ def test_mask_trains_each_call_message_and_masks_results(gptoss):
         '{"city": "Paris", "unit": "celsius"}<|call|>'
         "<|start|>assistant to=functions.get_time<|channel|>commentary <|constrain|>json<|message|>"
         '{"city": "Tokyo"}<|call|>',
-        "<|start|>assistant<|channel|>final<|message|>Paris has light rain at 18°C, and it is 22:14 in Tokyo.<|return|>"]
+        "<|start|>assistant<|channel|>final<|message|>Paris has light rain at 18°C, and it is 22:14 in Tokyo."
+        "<|return|>"]
 
 
 def test_mask_policies(gptoss):
@@ -570,7 +572,8 @@ def test_mask_policies(gptoss):
         return _trained_pieces(render(conv, "harmony", gptoss, mask=policy), gptoss)
 
     everything = trained(MaskPolicy())
-    assert len(everything) == 4 and everything[0].startswith("<|start|>assistant<|channel|>analysis<|message|>Use the tool.")
+    assert len(everything) == 4
+    assert everything[0].startswith("<|start|>assistant<|channel|>analysis<|message|>Use the tool.")
     no_reasoning = trained(MaskPolicy(reasoning=False))
     assert not any("<|channel|>analysis" in piece for piece in no_reasoning)  # whole analysis messages, headers too
     assert no_reasoning[0] == ("<|start|>assistant to=functions.calculate<|channel|>commentary <|constrain|>json"
@@ -612,7 +615,8 @@ def test_schema_keywords_a_signature_loses_are_ledgered(gptoss):
     assert reasons["$.tools[0].parameters"] == (
         "a TypeScript signature does not carry: additionalProperties at $, minimum at $.properties.nights, "
         "integer (written as number) at $.properties.nights")
-    assert reasons["$.tools[1].parameters"] == "a TypeScript signature does not carry: format at $.properties.guest.properties.email"
+    assert reasons["$.tools[1].parameters"] == ("a TypeScript signature does not carry: "
+                                                "format at $.properties.guest.properties.email")
     assert ("// Examples:\n// - \"wifi\"\n// - \"pool\"\namenities?: string[],\n") in rendered.text
     assert "// City\n//\n// City name, in English\ncity: string,\n" in rendered.text
     assert 'stars?: "3" | "4" | "5", // default: 4\n' in rendered.text
@@ -675,7 +679,8 @@ def test_adjacent_assistant_messages_without_a_final_answer_are_refused(gptoss):
 def test_special_tokens_spelled_in_content_are_refused(gptoss):
     flattened = Conversation(messages=(
         Message(role="user", blocks=(Text("go"),)),
-        Message(role="assistant", blocks=(Text('to=functions.f<|channel|>commentary json<|message|>{"a": 1}<|call|>'),))))
+        Message(role="assistant",
+                blocks=(Text('to=functions.f<|channel|>commentary json<|message|>{"a": 1}<|call|>'),))))
     with pytest.raises(RenderError, match="special token <\\|channel\\|>") as info:
         render(flattened, "harmony", gptoss)
     assert info.value.path == "$.messages[1].blocks[0]"
@@ -775,8 +780,9 @@ def test_template_macro_writes_signatures_as_the_python_writer(gptoss_hf):
         seen.add(key)
         spec = {"name": tool.name, **({"description": tool.description} if tool.description is not None else {}),
                 **({"parameters": tool.parameters} if tool.parameters is not UNSET else {})}
-        text = gptoss_hf.apply_chat_template([{"role": "user", "content": "x"}], tools=[{"type": "function", "function": spec}],
-                                             chat_template=source, tokenize=False)
+        text = gptoss_hf.apply_chat_template([{"role": "user", "content": "x"}],
+                                             tools=[{"type": "function", "function": spec}], chat_template=source,
+                                             tokenize=False)
         expected = typescript.tool_definition(tool.name, tool.description, tool.parameters)
         assert f"namespace functions {{\n\n{expected}\n\n}} // namespace functions" in text, key
     assert len(seen) > 20
@@ -869,14 +875,16 @@ def _schemas():
     leaf = st.fixed_dictionaries(
         {"type": st.sampled_from(["string", "number", "integer", "boolean", "null", ["string", "integer"], ["null"]])},
         optional={"description": text, "title": text, "default": scalar, "nullable": st.booleans(),
-                  "enum": st.lists(st.one_of(text, st.integers(0, 3)), max_size=3), "examples": st.lists(text, max_size=2),
+                  "enum": st.lists(st.one_of(text, st.integers(0, 3)), max_size=3),
+                  "examples": st.lists(text, max_size=2),
                   "format": st.just("email")})
 
     def extend(inner):
         names = st.text(alphabet="abxy_", min_size=1, max_size=4)
         obj = st.fixed_dictionaries(
             {"type": st.just("object"), "properties": st.dictionaries(names, inner, max_size=4)},
-            optional={"required": st.lists(names, max_size=3), "description": text, "additionalProperties": st.booleans()})
+            optional={"required": st.lists(names, max_size=3), "description": text,
+                      "additionalProperties": st.booleans()})
         array = st.fixed_dictionaries({"type": st.just("array")}, optional={"items": inner, "description": text})
         union = st.fixed_dictionaries({"oneOf": st.lists(inner, max_size=3)},
                                       optional={"description": text, "default": scalar})
@@ -897,7 +905,8 @@ def _python_floats_agree(value) -> bool:
 
 def test_float_text_follows_openai_harmony():
     cases = {1.0: "1.0", 1.5: "1.5", 100.0: "100.0", 1e-7: "1e-7", 6.103515625e-05: "0.00006103515625", 1e21: "1e21",
-             2.5e300: "2.5e300", -0.0: "-0.0", 0.1: "0.1", 1e16: "1e16", 1.2345e15: "1234500000000000.0", 1e-5: "0.00001", -1.25e-6: "-1.25e-6"}
+             2.5e300: "2.5e300", -0.0: "-0.0", 0.1: "0.1", 1e16: "1e16", 1.2345e15: "1234500000000000.0",
+             1e-5: "0.00001", -1.25e-6: "-1.25e-6"}
     assert {number: typescript.float_text(number) for number in cases} == cases
 
 
@@ -916,7 +925,8 @@ def test_signature_writer_agrees_with_openai_harmony_and_the_template_macro(enco
               suppress_health_check=[HealthCheck.too_slow])
     @given(_schemas(), st.text(alphabet="ab\n\r ", max_size=6))
     def check(schema, description):
-        developer = oh.DeveloperContent.new().with_function_tools([oh.ToolDescription.new("f", description, parameters=schema)])
+        tool = oh.ToolDescription.new("f", description, parameters=schema)
+        developer = oh.DeveloperContent.new().with_function_tools([tool])
         expected = encoding.decode(encoding.render(oh.Message.from_role_and_content(oh.Role.DEVELOPER, developer)))
         ours = typescript.tool_definition("f", description, schema)
         assert f"namespace functions {{\n\n{ours}\n\n}} // namespace functions" in expected
