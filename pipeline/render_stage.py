@@ -34,16 +34,20 @@ class Renderer:
         self.options = RenderOptions(now=now, calls=config.calls)
 
     def render(self, conv: Conversation):
-        from .render import render
+        return self.render_buffers(conv)[0]
 
-        return render(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
+    def render_buffers(self, conv: Conversation):
+        """(Rendered, ids as int32 bytes, mask as int8 bytes)."""
+        from .render.engine import render_buffers
+
+        return render_buffers(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
 
     def render_item(self, item, shape: ShapeConfig):
         """Render, apply the token limits (trimming whole units when allowed), and build the row."""
         from .stages import drop
 
         conv = item.conversation
-        rendered = self.render(conv)
+        rendered, *buffers = self.render_buffers(conv)
         if shape.max_tokens and len(rendered.input_ids) > shape.max_tokens:
             if not shape.trim:
                 return drop(item, "render", "too_long", f"{len(rendered.input_ids)} tokens > max_tokens")
@@ -51,14 +55,14 @@ class Renderer:
             if trimmed is None:
                 return drop(item, "render", "too_long_untrimmable",
                             f"no whole-unit prefix fits in {shape.max_tokens} tokens")
-            conv, rendered = trimmed
+            conv, (rendered, *buffers) = trimmed
             item.conversation, item.trimmed = conv, True
         if len(rendered.input_ids) < shape.min_tokens:
             return drop(item, "render", "too_short", f"{len(rendered.input_ids)} tokens < min_tokens")
         if not any(rendered.loss_mask):
             return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
         item.ledger.extend(rendered.ledger)
-        item.rendered = self.row(item, conv, rendered)
+        item.rendered = self.row(item, conv, rendered, buffers)
         return item
 
     def _trim(self, conv: Conversation, limit: int):
@@ -71,21 +75,25 @@ class Renderer:
             mid = (lo + hi) // 2
             prefix = replace(conv, messages=conv.messages[: cuts[mid]])
             try:
-                rendered = self.render(prefix)
+                result = self.render_buffers(prefix)
             except SftprepError:
                 hi = mid - 1
                 continue
-            if len(rendered.input_ids) <= limit:
-                best, lo = (prefix, rendered), mid + 1
+            if len(result[0].input_ids) <= limit:
+                best, lo = (prefix, result), mid + 1
             else:
                 hi = mid - 1
         return best
 
-    def row(self, item, conv: Conversation, rendered) -> dict[str, Any]:
-        # Token columns as numpy arrays: built in bulk, pickled to the parent as buffers, and turned
-        # into Arrow columns without a Python object per token.
-        ids = np.array(rendered.input_ids, dtype=np.int32)
-        mask = np.array(rendered.loss_mask, dtype=np.int8)
+    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None) -> dict[str, Any]:
+        # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
+        # to the parent as buffers, turned into Arrow columns without a Python object per token.
+        if buffers:
+            ids = np.frombuffer(buffers[0], dtype="<i4")
+            mask = np.frombuffer(buffers[1], dtype=np.int8)
+        else:
+            ids = np.array(rendered.input_ids, dtype=np.int32)
+            mask = np.array(rendered.loss_mask, dtype=np.int8)
         export_ledger = Ledger(EXPORT_TARGET)
         messages, tools = to_messages(conv, export_ledger)
         item.ledger.extend(export_ledger.entries)

@@ -327,6 +327,13 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
            options: RenderOptions = RenderOptions()) -> Rendered:
     """Render one conversation. Raises RenderError (with the block's path) when the template cannot
     carry it faithfully or the mask checks fail; ledger entries record declared losses."""
+    return render_buffers(conv, template, tokenizer, mask=mask, options=options)[0]
+
+
+def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask: MaskPolicy = MaskPolicy(),
+                   options: RenderOptions = RenderOptions()) -> tuple[Rendered, bytes, bytes]:
+    """`render`, plus its ids as little-endian int32 and its mask as int8 bytes: what a writer stores,
+    without a Python int per token."""
     family = template.family
     _check_required_tokens(template, tokenizer)
     ledger = Ledger(template.name, strict=options.strict)
@@ -353,8 +360,9 @@ def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask
     loss_mask = _mask(regions, blocks, trained, mask, seg)
     if options.check:
         _check_mask(loss_mask, blocks, regions, trained, mask, seg, spans)
-    return Rendered(template=template.name, tokenizer=tokenizer.name, text=text, input_ids=seg.ids,
-                    loss_mask=list(loss_mask), spans=tuple(spans), ledger=tuple(ledger.entries))
+    rendered = Rendered(template=template.name, tokenizer=tokenizer.name, text=text, input_ids=seg.ids,
+                        loss_mask=list(loss_mask), spans=tuple(spans), ledger=tuple(ledger.entries))
+    return rendered, seg.buffer, bytes(loss_mask)
 
 
 def _check_required_tokens(template: Template, tokenizer: Tokenizer) -> None:

@@ -19,7 +19,9 @@ import json
 import os
 import re
 import struct
+import sys
 import threading
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -424,6 +426,16 @@ def _load_hub(repo_id: str) -> Tokenizer:
 
 # --- segment encoding ------------------------------------------------------------------------------
 
+_INT32 = "i" if array("i").itemsize == 4 else "l"
+
+
+def _int32_le(ids: list[int]) -> bytes:
+    out = array(_INT32, ids)
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out.tobytes()
+
+
 class Segmented(NamedTuple):
     """Token ids of a text and what is needed to map character positions to tokens without a
     per-token table: per segment its first character and first token, and token offsets inside it."""
@@ -433,6 +445,7 @@ class Segmented(NamedTuple):
     token_starts: list[int]  # first token of each segment
     offsets: list[tuple[tuple[int, ...], tuple[int, ...]] | None]  # per segment (starts, ends), relative; None = one added token
     lengths: list[int]  # characters per segment
+    buffer: bytes = b""  # the ids as little-endian int32 (what writers store), joined from cached pieces
 
     def first_token_ending_after(self, pos: int) -> int:
         """Index of the first token whose characters end after `pos` (the token holding char `pos`)."""
@@ -485,6 +498,7 @@ class SegmentEncoder:
         added = sorted(tokenizer.added_tokens, key=len, reverse=True)  # longest first = leftmost-longest
         self._split = re.compile("|".join(re.escape(t) for t in added)) if added else None
         self._segmentable = tokenizer.segmentable
+        self._token_bytes = {token_id: struct.pack("<i", token_id) for token_id in tokenizer.added_tokens.values()}
 
     def split(self, text: str) -> list[tuple[int, int, int | None]]:
         """(start, end, id) pieces: id is the added token's id, or None for text between them."""
@@ -508,7 +522,9 @@ class SegmentEncoder:
         texts = [text[a:b] for a, b, token in pieces if token is None]
         encoded = self._encode_texts(texts)
         ids: list[int] = []
+        buffers: list[bytes] = []
         char_starts, token_starts, offsets, lengths = [], [], [], []
+        token_bytes = self._token_bytes
         k = 0
         for start, end, token in pieces:
             char_starts.append(start)
@@ -517,12 +533,14 @@ class SegmentEncoder:
             if token is not None:
                 ids.append(token)
                 offsets.append(None)
+                buffers.append(token_bytes[token])
             else:
-                seg_ids, starts, ends = encoded[k]
+                seg_ids, starts, ends, buffer = encoded[k]
                 k += 1
                 ids.extend(seg_ids)
                 offsets.append((starts, ends))
-        return Segmented(ids, char_starts, token_starts, offsets, lengths)
+                buffers.append(buffer)
+        return Segmented(ids, char_starts, token_starts, offsets, lengths, b"".join(buffers))
 
     def _encode_texts(self, texts: list[str]):
         out: list[Any] = [None] * len(texts)
@@ -543,7 +561,8 @@ class SegmentEncoder:
             with self._lock:
                 for piece, encoding in zip(keys, encodings):
                     offs = encoding.offsets
-                    value = (encoding.ids, tuple(o[0] for o in offs), tuple(o[1] for o in offs))
+                    seg_ids = encoding.ids
+                    value = (seg_ids, tuple(o[0] for o in offs), tuple(o[1] for o in offs), _int32_le(seg_ids))
                     for i in missing[piece]:
                         out[i] = value
                     if self.cache_size:
