@@ -16,7 +16,7 @@ import jinja2
 
 from .report import Bin, Report
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from ..resources import TEMPLATES_DIR  # noqa: E402
 TEMPLATE = "qa_report.html.jinja"
 
 MAX_BARS = 20  # bars in one chart at most: a laptop screen high

@@ -33,7 +33,7 @@ from ._inputs import (GEN_CLOSE, GEN_OPEN, MARK_RE, _PLANE, BlockRef, InputPolic
                       build_inputs, tojson)
 from .tokenizers import Segmented, Tokenizer
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from ..resources import TEMPLATES_DIR  # noqa: E402
 
 # A pinned "today" for templates that print a date (Llama 3.x, gpt-oss): renders are reproducible.
 DEFAULT_NOW = datetime(2024, 7, 26)
