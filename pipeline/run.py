@@ -3,11 +3,13 @@ worker processes parse, validate, shape and render batches of records."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -117,13 +119,22 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
 _worker_ctx: Context | None = None
 
 
-def _init_worker(config: JobConfig, ignore_interrupt: bool = False) -> None:
+def _init_worker(config: JobConfig, ignore_interrupt: bool = False, own_process: bool = False) -> None:
     global _worker_ctx
     if ignore_interrupt:
         # Ctrl-C reaches the whole process group: the parent alone handles it, stopping the pool;
         # a worker dying mid-task would leave the parent waiting for its result.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_ctx = Context(config)
+    if own_process:
+        # The tokenizer, template and modules live as long as the worker: keep the cyclic garbage
+        # collector from walking them again and again (about a seventh of a worker's time otherwise).
+        try:
+            _worker_ctx.renderer
+        except Exception:  # the parent checked this config; if it still fails, the batches will say why
+            return
+        gc.collect()
+        gc.freeze()
 
 
 def _work(batch: list[RawRecord]) -> tuple[list[Item], Stats]:
@@ -148,9 +159,17 @@ def _execute(batches: Iterable[list[RawRecord]], config: JobConfig) -> Iterator[
             yield _work(batch)
         return
     context = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config, True)) as pool:
-        # imap keeps input order, so outputs are identical whatever the worker count.
-        yield from pool.imap(_work, batches, chunksize=1)
+    with context.Pool(workers, initializer=_init_worker, initargs=(config, True, True)) as pool:
+        # Results in submission order, so outputs are identical whatever the worker count; at most
+        # two batches per worker in flight, so memory stays flat however large the input (and however
+        # slow the writing) is.
+        window: deque = deque()
+        for batch in batches:
+            if len(window) >= 2 * workers:
+                yield window.popleft().get()
+            window.append(pool.apply_async(_work, (batch,)))
+        while window:
+            yield window.popleft().get()
 
 
 # --- progress -------------------------------------------------------------------------------------
