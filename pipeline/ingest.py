@@ -15,12 +15,14 @@ from msgspec.structs import replace
 
 from . import formats
 from .conversation import Conversation
-from .errors import ConfigError, ParseError, SftprepError, ShapeError
+from .errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
 from .exchange import is_exchange, is_recording, parse_exchange
 from .formats import claude_code, sharegpt
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+# Logged streams (server-sent events or one chunk per line): each exchange in one is a record.
+STREAM_SUFFIXES = (".sse", ".txt", ".sse.gz", ".txt.gz")
 
 
 class Parsed(NamedTuple):
@@ -41,7 +43,8 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
                 raise ConfigError(f"no input files match '{item}'", code="no_input")
             out.extend(matches)
         elif os.path.isdir(item):
-            found = sorted(p for p in Path(item).rglob("*") if p.is_file() and p.name.endswith(INPUT_SUFFIXES))
+            found = sorted(p for p in Path(item).rglob("*") if p.is_file()
+                           and (p.name.endswith(INPUT_SUFFIXES) or _is_stream_log(p)))
             if not found:
                 raise ConfigError(f"directory '{item}' holds no input files ({', '.join(INPUT_SUFFIXES)})",
                                   code="no_input")
@@ -67,6 +70,45 @@ def is_session_log(path: str | Path) -> bool:
     except (OSError, EOFError, zlib.error):
         return False
     return claude_code.detect_session(head)
+
+
+def _is_stream_log(path: Path) -> bool:
+    """A .txt/.sse file found in a directory is an input only when it holds a provider's event stream."""
+    if not path.name.endswith(STREAM_SUFFIXES):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            head = stream.read(1 << 16).decode("utf-8", "replace")
+    except (OSError, EOFError, zlib.error):
+        return False
+    from .streams import detect_stream
+
+    return detect_stream(head) is not None
+
+
+def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
+    """The response objects a logged stream reassembles into, one record per exchange."""
+    from .streams import reassemble_all
+
+    source = f"{path}:1"
+    try:
+        with open_bytes(path) as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"stream log is over the limit of {limit:,} bytes", code="record_too_large")
+        found = reassemble_all(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        yield RawRecord(source, None, InputError(f"not valid UTF-8 at byte {exc.start}", source=source,
+                                                 code="invalid_utf8"))
+        return
+    except (OSError, EOFError, zlib.error) as exc:
+        yield RawRecord(source, None, InputError(f"cannot read file: {exc}", source=source, code="unreadable_file"))
+        return
+    except SftprepError as exc:
+        yield RawRecord(source, None, exc.at(source))
+        return
+    for i, exchange in enumerate(found):
+        yield RawRecord(source if len(found) == 1 else f"{source}#responses[{i}]", exchange.body)
 
 
 def _session_record(path: str | Path) -> RawRecord:
@@ -122,6 +164,9 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
     for path in paths:
         if shape == "session" or (shape is None and is_session_log(path)):
             yield _session_record(path)
+            continue
+        if str(path).endswith(STREAM_SUFFIXES):
+            yield from _stream_records(path, max_record_bytes)
             continue
         for raw in read_records(path, max_record_bytes=max_record_bytes):
             if raw.error is None and is_recording(raw.value):

@@ -140,13 +140,15 @@ def test_session_log_is_one_conversation(tmp_path):
 
 # The corpus's dead records: echo-server mocks that answered with their own request line.
 KNOWN_DEAD = {"test_openai__test_text_response.json:1#interactions[0]": "invalid_response",
-              "test_openai__test_invalid_response.json:1#interactions[0]": "invalid_record"}
+              "test_openai__test_invalid_response.json:1#interactions[0]": "invalid_record",
+              # a stream log whose first line is not JSON
+              "parallel-tool-call-wrapper.1.chunks.txt:1": "invalid_stream"}
 
 
 def _expected_rejection(source: str, code: str) -> bool:
     """Reasons a person accepts for a corpus record not becoming a conversation."""
     known = [c for name, c in KNOWN_DEAD.items() if source.endswith(name)]
-    return code in {"failed_exchange", "not_a_model_call", "error_response"} or known == [code]
+    return code in {"failed_exchange", "not_a_model_call", "error_response", "stream_error"} or known == [code]
 
 
 def test_every_corpus_file_is_read_and_every_record_accounted_for(corpus):
@@ -194,3 +196,21 @@ def test_sharegpt_with_function_calls():
     with pytest.raises(SftprepError) as err:
         parse_record({"conversations": [{"from": "narrator", "value": "x"}]}, "x:1")
     assert err.value.path == "$.conversations[0].from"
+
+
+def test_stream_log_files_are_inputs(tmp_path):
+    """A logged stream file is read like any input: each exchange in it is a response record; a .txt
+    that holds no stream is not picked up from a directory."""
+    sample = Path(__file__).resolve().parent.parent / "data" / "streams" / "anthropic_thinking_call.sse"
+    (tmp_path / "notes.txt").write_text("just some notes\n")
+    (tmp_path / "two.sse").write_text(sample.read_text() * 2)
+    (tmp_path / "cut.sse").write_text(sample.read_text().rsplit("event: message_delta", 1)[0])
+    paths = expand_paths([str(tmp_path)])
+    assert [p.name for p in paths] == ["cut.sse", "two.sse"]
+    got = list(iter_parsed(paths))
+    assert got[0].error.code == "truncated_stream" and got[0].source.endswith("cut.sse:1")
+    assert [p.source.rsplit("#", 1)[1] for p in got[1:]] == ["responses[0]", "responses[1]"]
+    conv = got[1].conversation
+    reasoning, call = conv.messages[0].blocks
+    assert isinstance(reasoning, Reasoning) and reasoning.signature == "U2FtcGxlU3RyZWFtU2lnbmF0dXJlRm9yU2Z0cHJlcA=="
+    assert isinstance(call, ToolCall) and call.arguments == {"departure": "14:05", "station": "Utrecht Centraal"}
