@@ -33,7 +33,7 @@ def default_run(tmp_path_factory):
 
 def _records_in_data() -> int:
     """Records in data/, counted without the project's readers: lines of .jsonl files, elements of
-    .json arrays, exchanges inside recordings, one per session log."""
+    .json arrays, one per session log, one per exchange in a stream log."""
     total = 0
     for path in sorted(DATA.rglob("*")):
         if path.suffix == ".jsonl":
@@ -42,6 +42,8 @@ def _records_in_data() -> int:
         elif path.suffix == ".json":
             value = json.loads(path.read_text())
             total += len(value) if isinstance(value, list) else 1
+        elif path.suffix == ".sse":
+            total += path.read_text().count("event: message_start")  # one response per exchange
     return total
 
 
