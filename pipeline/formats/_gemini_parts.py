@@ -183,29 +183,9 @@ class PartReader:
                      extras=_slots(extras), form=_slots(form))
 
     def _call(self, data: Any, sig: str | None, extras: dict | None, form: dict, path: str) -> ToolCall:
-        if not isinstance(data, dict):
-            raise _bad(data, "'functionCall' must be an object", path)
-        name = pid = None
-        args: Any = _ABSENT
-        for key, value in data.items():
-            if key == "name":
-                name = value
-            elif key == "id":
-                if not isinstance(value, str):
-                    raise _bad(value, "'id' must be a string", f"{path}.id")
-                pid = value
-            elif key == "args":
-                if not isinstance(value, dict):
-                    raise _bad(value, "'args' must be an object", f"{path}.args")
-                args = value
-            else:
-                if extras is None:
-                    extras = {}
-                extras[f"functionCall.{key}"] = value
-        if not isinstance(name, str):
-            if name is None:
-                raise ParseError("missing required field 'name'", path=path)
-            raise _bad(name, "'name' must be a string", f"{path}.name")
+        name, pid, fields, extras = _function_fields("functionCall", data, {"args": (dict, "an object")}, extras,
+                                                     path)
+        args: Any = fields.get("args", _ABSENT)
         if args is _ABSENT:
             args = {}
             form["no_args"] = True
@@ -215,33 +195,10 @@ class PartReader:
                         extras=_slots(extras), form=_slots(form))
 
     def _result(self, data: Any, sig: str | None, extras: dict | None, form: dict, path: str) -> ToolResult:
-        if not isinstance(data, dict):
-            raise _bad(data, "'functionResponse' must be an object", path)
-        name = pid = parts = None
-        response: Any = _ABSENT
-        for key, value in data.items():
-            if key == "name":
-                name = value
-            elif key == "id":
-                if not isinstance(value, str):
-                    raise _bad(value, "'id' must be a string", f"{path}.id")
-                pid = value
-            elif key == "response":
-                if not isinstance(value, dict):
-                    raise _bad(value, "'response' must be an object", f"{path}.response")
-                response = value
-            elif key == "parts":
-                if not isinstance(value, list):
-                    raise _bad(value, "'parts' must be an array", f"{path}.parts")
-                parts = value
-            else:
-                if extras is None:
-                    extras = {}
-                extras[f"functionResponse.{key}"] = value
-        if not isinstance(name, str):
-            if name is None:
-                raise ParseError("missing required field 'name'", path=path)
-            raise _bad(name, "'name' must be a string", f"{path}.name")
+        name, pid, fields, extras = _function_fields(
+            "functionResponse", data, {"response": (dict, "an object"), "parts": (list, "an array")}, extras, path)
+        response: Any = fields.get("response", _ABSENT)
+        parts = fields.get("parts")
         if response is _ABSENT:
             raise ParseError("missing required field 'response'", path=path)
         content: tuple = ()
@@ -286,6 +243,38 @@ class PartReader:
                 return (), True
             out.append(block)
         return tuple(out), False
+
+
+def _function_fields(data_key: str, data: Any, typed: dict[str, tuple[type, str]], extras: dict | None,
+                     path: str) -> tuple[str, str | None, dict[str, Any], dict | None]:
+    """The fields of a functionCall or functionResponse object, read in their order: the required string
+    'name', the optional string 'id', the fields in `typed` (field -> (type, what it must be)), and any
+    other key kept in extras as `data_key.key`. Returns (name, id, the typed fields present, extras)."""
+    if not isinstance(data, dict):
+        raise _bad(data, f"'{data_key}' must be an object", path)
+    name = pid = None
+    fields: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "name":
+            name = value
+        elif key == "id":
+            if not isinstance(value, str):
+                raise _bad(value, "'id' must be a string", f"{path}.id")
+            pid = value
+        elif key in typed:
+            kind, what = typed[key]
+            if not isinstance(value, kind):
+                raise _bad(value, f"'{key}' must be {what}", f"{path}.{key}")
+            fields[key] = value
+        else:
+            if extras is None:
+                extras = {}
+            extras[f"{data_key}.{key}"] = value
+    if not isinstance(name, str):
+        if name is None:
+            raise ParseError("missing required field 'name'", path=path)
+        raise _bad(name, "'name' must be a string", f"{path}.name")
+    return name, pid, fields, extras
 
 
 def _hosted_name(data_key: str, data: Any) -> str | None:

@@ -10,12 +10,15 @@ from msgspec import structs
 
 from pipeline.conversation import Conversation, Media, Message, Reasoning, Text, Tool, ToolCall, ToolResult
 from corpus import params, request_bodies, tau_bench_trajectories
-from render_support import GOLDENS, fixture_names, load_fixture
+from render_support import (GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers, assert_same,
+                            assert_segmented_ids_equal_whole_text_ids, assert_spans_partition, check_golden,
+                            corpus_tools, fixture_names, load_fixture, parse_chat, trained_pieces,
+                            transformers_render, turn_starts, with_call)
 
-from pipeline.errors import ConfigError, RenderError, ShapeError
+from pipeline.errors import ConfigError, RenderError
 from pipeline.formats import parse
 from pipeline.render import (MaskPolicy, RenderOptions, Template, check_roundtrip, load_template, load_tokenizer,
-                             mask_view, parse_back, render)
+                             parse_back, render)
 
 # Fixtures inside what the official Qwen2.5 template supports (no reasoning, images, error flags...).
 CONFORMING = ["calls_only", "plain_chat", "system_midway", "weather_parallel", "weighted"]
@@ -48,26 +51,7 @@ def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]
 
 def official_render(qwen_hf, template: str, conv: Conversation) -> tuple[str, list[int]]:
     messages, tools = reference_inputs(conv)
-    text = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False)
-    ids = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
-                                      return_dict=True)["input_ids"]
-    return text, list(ids)
-
-
-def assert_same(expected_text: str, expected_ids: list[int], actual_text: str, actual_ids: list[int]) -> None:
-    """On failure, show both texts and both id lists from the first difference."""
-    if expected_text == actual_text and expected_ids == actual_ids:
-        return
-    at = next((i for i, (a, b) in enumerate(zip(expected_ids, actual_ids)) if a != b),
-              min(len(expected_ids), len(actual_ids)))
-    char = next((i for i, (a, b) in enumerate(zip(expected_text, actual_text)) if a != b),
-                min(len(expected_text), len(actual_text)))
-    where_text = "texts are equal" if expected_text == actual_text else f"first text difference at char {char}"
-    pytest.fail(f"renders differ (first id difference at token {at}, {where_text})\n"
-                f"expected ids[{at}:]: {expected_ids[at:at + 40]}\nactual ids[{at}:]:   {actual_ids[at:at + 40]}\n"
-                f"expected text: {expected_text[max(0, char - 80):char + 200]!r}\n"
-                f"actual text:   {actual_text[max(0, char - 80):char + 200]!r}\n"
-                f"--- expected full text ---\n{expected_text}\n--- actual full text ---\n{actual_text}")
+    return transformers_render(qwen_hf, template, messages, tools)
 
 
 # --- conformance ------------------------------------------------------------------------------------
@@ -104,11 +88,7 @@ def test_transformers_assistant_mask_with_our_template(name, qwen, qwen_hf, chat
                                       return_dict=True, return_assistant_tokens_mask=True)
     ours = render(conv, chatml, qwen, mask=MaskPolicy(turns="all"))
     assert list(out["input_ids"]) == ours.input_ids
-    expected_mask = list(out["assistant_masks"])
-    if any(m.weight == 0 for m in conv.messages):
-        assert sum(ours.loss_mask) < sum(expected_mask)  # weight 0 is ours, transformers knows nothing of it
-    else:
-        assert expected_mask == ours.loss_mask
+    assert_mask_matches_transformers(conv, out["assistant_masks"], ours)
 
 
 def test_official_template_double_encodes_string_arguments_and_ours_refuses(qwen_hf, chatml, official):
@@ -124,39 +104,11 @@ def test_official_template_double_encodes_string_arguments_and_ours_refuses(qwen
 
 # --- goldens ----------------------------------------------------------------------------------------
 
-def golden_text(name: str, rendered, tokenizer) -> str:
-    ledger = "\n".join(f"{e.kind} {e.path}: {e.reason}" for e in rendered.ledger) or "(empty)"
-    return (f"# sftprep golden: template={rendered.template} tokenizer={rendered.tokenizer} fixture={name}\n"
-            f"# tokens={len(rendered.input_ids)} trained={sum(rendered.loss_mask)}\n"
-            f"=== text (decoded from the ids)\n{tokenizer.decode(rendered.input_ids)}\n"
-            f"=== mask (trained tokens between ⟦ and ⟧)\n{mask_view(rendered, tokenizer)}\n"
-            f"=== ids\n{' '.join(map(str, rendered.input_ids))}\n"
-            f"=== ledger\n{ledger}\n")
-
-
-def _section(golden: str, title: str) -> str:
-    start = golden.index(f"=== {title}")
-    start = golden.index("\n", start) + 1
-    end = golden.find("\n=== ", start)
-    return golden[start:end if end != -1 else len(golden)]
-
-
 @pytest.mark.parametrize("name", fixture_names())
 def test_golden(name, qwen, chatml, regen_goldens):
     rendered = render(load_fixture(name), chatml, qwen)
     assert qwen.decode(rendered.input_ids) == rendered.text
-    actual = golden_text(name, rendered, qwen)
-    path = GOLDENS / "chatml" / f"{name}.txt"
-    if regen_goldens:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"no golden {path}; run with SFTPREP_REGEN_GOLDENS=1 to create it, then review it")
-    expected = path.read_text(encoding="utf-8")
-    if expected != actual:
-        expected_ids = [int(x) for x in _section(expected, "ids").split()]
-        assert_same(_section(expected, "text"), expected_ids, rendered.text, rendered.input_ids)
-        assert expected == actual  # text and ids agree: the mask view or the ledger changed
+    check_golden(GOLDENS / "chatml" / f"{name}.txt", name, rendered, qwen, regen_goldens)
 
 
 # --- spans, segments, message by message -------------------------------------------------------
@@ -164,13 +116,9 @@ def test_golden(name, qwen, chatml, regen_goldens):
 @pytest.mark.parametrize("name", fixture_names())
 def test_spans_partition_text_and_tokens(name, qwen, chatml):
     rendered = render(load_fixture(name), chatml, qwen)
-    spans = rendered.spans
-    assert spans[0].char_start == 0 and spans[-1].char_end == len(rendered.text)
-    assert spans[0].token_start == 0 and spans[-1].token_end == len(rendered.input_ids)
-    for a, b in zip(spans, spans[1:]):
-        assert a.char_end == b.char_start and a.token_end == b.token_start
+    assert_spans_partition(rendered)
     conv = load_fixture(name)
-    for span in spans:
+    for span in rendered.spans:
         if span.kind == "tool_call":
             call = conv.messages[span.message].blocks[span.block]
             piece = rendered.text[span.char_start:span.char_end]
@@ -183,23 +131,7 @@ def test_spans_partition_text_and_tokens(name, qwen, chatml):
 @pytest.mark.parametrize("name", fixture_names())
 def test_segmented_ids_equal_whole_text_ids(name, qwen, chatml):
     rendered = render(load_fixture(name), chatml, qwen)
-    assert rendered.input_ids == qwen.backend.encode(rendered.text, add_special_tokens=False).ids
-
-
-def _turn_starts(conv: Conversation) -> list[int]:
-    """Message indexes where a new turn starts (not a tool result continuing a run of results)."""
-    starts = []
-    for k in range(1, len(conv.messages) + 1):
-        if k == len(conv.messages):
-            starts.append(k)
-            continue
-        current = conv.messages[k]
-        previous = conv.messages[k - 1]
-        continues = (any(isinstance(b, ToolResult) for b in current.blocks[:1])
-                     and any(isinstance(b, ToolResult) for b in previous.blocks[-1:]))
-        if not continues:
-            starts.append(k)
-    return starts
+    assert_segmented_ids_equal_whole_text_ids(rendered, qwen)
 
 
 @pytest.mark.parametrize("name", fixture_names())
@@ -207,28 +139,15 @@ def test_message_by_message_concatenates_to_whole(name, qwen, chatml):
     """Rendering the conversation turn by turn and concatenating the new parts gives the whole render:
     text, ids and mask."""
     conv = load_fixture(name)
-    whole = render(conv, chatml, qwen)
-    text, ids, mask = "", [], []
-    for k in _turn_starts(conv):
-        part = render(structs.replace(conv, messages=conv.messages[:k]), chatml, qwen)
-        assert part.text.startswith(text) and part.input_ids[:len(ids)] == ids
-        text += part.text[len(text):]
-        ids += part.input_ids[len(ids):]
-        mask += part.loss_mask[len(mask):]
-    assert (text, ids, mask) == (whole.text, whole.input_ids, whole.loss_mask)
+    assert_concatenates_to_whole(conv, lambda c: render(c, chatml, qwen), turn_starts(conv))
 
 
 # --- masks --------------------------------------------------------------------------------------
 
-def _trained_pieces(rendered, tokenizer) -> list[str]:
-    view = mask_view(rendered, tokenizer)
-    return [piece.split("⟧")[0] for piece in view.split("⟦")[1:]]
-
-
 def test_mask_trains_calls_and_masks_results(qwen, chatml):
     conv = load_fixture("weather_parallel")
     rendered = render(conv, chatml, qwen)
-    pieces = _trained_pieces(rendered, qwen)
+    pieces = trained_pieces(rendered, qwen)
     assert pieces[0].startswith("Let me look both up.\n<tool_call>\n{\"name\": \"get_weather\"")
     assert pieces[0].endswith("</tool_call><|im_end|>")
     assert pieces[1] == "Paris has light rain at 18°C, and it is 22:14 in Tokyo.<|im_end|>"
@@ -242,7 +161,7 @@ def test_mask_policies(qwen, chatml):
     end = qwen.token_id("<|im_end|>")
 
     def trained(policy):
-        return _trained_pieces(render(conv, chatml, qwen, mask=policy), qwen)
+        return trained_pieces(render(conv, chatml, qwen, mask=policy), qwen)
 
     assert trained(MaskPolicy()) == ["4<|im_end|>", "6<|im_end|>"]  # weight 0 never trained
     assert trained(MaskPolicy(turns="last")) == ["6<|im_end|>"]
@@ -276,14 +195,8 @@ def test_lossy_conversation_is_ledgered_not_silent(qwen, chatml):
         render(conv, chatml, qwen, options=RenderOptions(strict=True))
 
 
-def _with_call(**fields) -> Conversation:
-    call = ToolCall(id="call_1", name=fields.pop("name", "lookup"), **fields)
-    return Conversation(messages=(Message(role="user", blocks=(Text("go"),)),
-                                  Message(role="assistant", blocks=(call,))))
-
-
 def test_raw_argument_strings_are_parsed_not_double_encoded(qwen, chatml):
-    rendered = render(_with_call(raw_arguments='{"q": "x", "n": 2}'), chatml, qwen)
+    rendered = render(with_call(raw_arguments='{"q": "x", "n": 2}'), chatml, qwen)
     assert '{"name": "lookup", "arguments": {"q": "x", "n": 2}}' in rendered.text
 
 
@@ -296,7 +209,7 @@ def test_raw_argument_strings_are_parsed_not_double_encoded(qwen, chatml):
 ])
 def test_refusals_name_the_block(qwen, chatml, fields, message):
     with pytest.raises(RenderError, match=message) as info:
-        render(_with_call(**fields), chatml, qwen)
+        render(with_call(**fields), chatml, qwen)
     assert info.value.path == "$.messages[1].blocks[0]"
 
 
@@ -440,7 +353,7 @@ def test_user_template_without_generation_markers_trains_assistant_content(qwen)
     template = Template.compile("plain", source)
     conv = load_fixture("plain_chat")
     rendered = render(conv, template, qwen)
-    assert _trained_pieces(rendered, qwen) == [conv.messages[1].blocks[0].text + "<|im_end|>",
+    assert trained_pieces(rendered, qwen) == [conv.messages[1].blocks[0].text + "<|im_end|>",
                                                conv.messages[3].blocks[0].text + "<|im_end|>"]
 
 
@@ -452,7 +365,7 @@ def test_reasoning_and_empty_assistant_turns(qwen, chatml):
     rendered = render(conv, chatml, qwen)
     assert ("dropped", "$.messages[1]") in {(e.kind, e.path) for e in rendered.ledger}
     assert rendered.text.endswith("<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n")
-    assert _trained_pieces(rendered, qwen) == ["<|im_end|>"]
+    assert trained_pieces(rendered, qwen) == ["<|im_end|>"]
 
 
 def test_tools_without_system_use_the_default_prompt(qwen, chatml):
@@ -481,19 +394,6 @@ def openai_reference(messages: list[dict]) -> list[dict]:
     return out
 
 
-def reference_tools(tools: list[dict] | None) -> list[dict] | None:
-    """Tools in the documented OpenAI layout (type, then function name, description, parameters): the
-    recordings have keys in other orders and API-only flags such as `strict`, which are not content."""
-    if not tools:
-        return None
-    out = []
-    for tool in tools:
-        function = tool["function"]
-        out.append({"type": "function", "function": {key: function[key] for key in ("name", "description", "parameters")
-                                                     if key in function}})
-    return out
-
-
 def official_supports(body: dict) -> bool:
     """Inside what the official Qwen2.5 template renders faithfully: string contents, the four roles,
     function tools, at most one leading system message."""
@@ -505,33 +405,23 @@ def official_supports(body: dict) -> bool:
             and all(t.get("type") == "function" for t in body.get("tools") or ()))
 
 
-def _official_ids(qwen_hf, template, messages, tools):
-    text = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False)
-    ids = qwen_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True,
-                                      return_dict=True)["input_ids"]
-    return text, list(ids)
-
-
 @pytest.mark.parametrize("traj", params(tau_bench_trajectories()))
 def test_corpus_tau_bench_matches_official_and_parses_back(traj, qwen, qwen_hf, chatml, official):
     conv = parse(traj, "openai-chat")
     ours = render(conv, chatml, qwen)
-    text, ids = _official_ids(qwen_hf, official("qwen2_5.jinja"), openai_reference(traj), None)
+    text, ids = transformers_render(qwen_hf, official("qwen2_5.jinja"), openai_reference(traj), None)
     assert_same(text, ids, ours.text, ours.input_ids)
     check_roundtrip(conv, ours, chatml, qwen)
 
 
 @pytest.mark.parametrize("body", params(request_bodies()))
 def test_corpus_request_bodies_render_and_parse_back(body, qwen, qwen_hf, chatml, official):
-    try:
-        conv = parse(body)
-    except ShapeError as exc:  # not a conversation request (embeddings, count_tokens...): the codecs' call
-        pytest.skip(f"not a chat request: {exc.message[:80]}")
+    conv = parse_chat(body)
     ours = render(conv, chatml, qwen)
     check_roundtrip(conv, ours, chatml, qwen)
     if conv.meta.provider == "openai-chat" and official_supports(body):
-        text, ids = _official_ids(qwen_hf, official("qwen2_5.jinja"), openai_reference(body["messages"]),
-                                  reference_tools(body.get("tools")))
+        text, ids = transformers_render(qwen_hf, official("qwen2_5.jinja"), openai_reference(body["messages"]),
+                                  corpus_tools(body.get("tools")))
         assert_same(text, ids, ours.text, ours.input_ids)
 
 
@@ -560,10 +450,10 @@ def test_reasoning_policy_with_a_template_that_renders_reasoning(qwen):
     template = Template.compile("thinking", source)
     conv = Conversation(messages=(Message(role="user", blocks=(Text("2+2?"),)),
                                   Message(role="assistant", blocks=(Reasoning(text="add them"), Text("4")))))
-    trained = _trained_pieces(render(conv, template, qwen), qwen)
+    trained = trained_pieces(render(conv, template, qwen), qwen)
     assert trained == ["<think>add them</think><|im_end|>", "4<|im_end|>"]
     untrained_reasoning = render(conv, template, qwen, mask=MaskPolicy(reasoning=False))
-    assert _trained_pieces(untrained_reasoning, qwen) == ["4<|im_end|>"]
+    assert trained_pieces(untrained_reasoning, qwen) == ["4<|im_end|>"]
     kinds = {s.kind for s in untrained_reasoning.spans}
     assert {"reasoning", "text", "eot", "format", "scaffold"} <= kinds
 

@@ -13,22 +13,20 @@ import pytest
 from msgspec import UNSET, structs
 
 from corpus import params, request_bodies, tau_bench_trajectories
-from render_support import FIXTURES, GOLDENS, fixture_names
-from pipeline.conversation import (Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult,
-                                   from_json)
+from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers,
+                            assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
+                            call_arguments, check_golden, fixture_names, load_fixture, parse_chat, trained_pieces,
+                            transformers_render, turn_starts)
+from pipeline.conversation import Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.errors import ConfigError, RenderError, ShapeError
 from pipeline.formats import parse
-from pipeline.render import (MaskPolicy, RenderOptions, check_roundtrip, load_template, load_tokenizer, mask_view,
-                             parse_back, render)
+from pipeline.render import (MaskPolicy, RenderOptions, check_roundtrip, load_template, load_tokenizer, parse_back,
+                             render)
 from pipeline.render import _harmony_typescript as typescript
 from pipeline.render import harmony
 
 NAMES = fixture_names() + [f"harmony/{p.stem}" for p in sorted((FIXTURES / "harmony").glob("*.json"))]
 END, RETURN, CONSTRAIN = "<|end|>", "<|return|>", "<|constrain|>"
-
-
-def load(name: str) -> Conversation:
-    return from_json((FIXTURES / f"{name}.json").read_bytes())
 
 
 @pytest.fixture(scope="session")
@@ -54,31 +52,12 @@ def encoding():
         return openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
-def assert_same(expected_text: str, expected_ids: list[int], actual_text: str, actual_ids: list[int]) -> None:
-    """On failure, show both texts and both id lists from the first difference."""
-    if expected_text == actual_text and expected_ids == actual_ids:
-        return
-    at = next((i for i, (a, b) in enumerate(zip(expected_ids, actual_ids)) if a != b),
-              min(len(expected_ids), len(actual_ids)))
-    char = next((i for i, (a, b) in enumerate(zip(expected_text, actual_text)) if a != b),
-                min(len(expected_text), len(actual_text)))
-    pytest.fail(f"renders differ (first id difference at token {at}, first text difference at char {char})\n"
-                f"expected ids[{at}:]: {expected_ids[at:at + 40]}\nactual ids[{at}:]:   {actual_ids[at:at + 40]}\n"
-                f"expected text: {expected_text[max(0, char - 80):char + 200]!r}\n"
-                f"actual text:   {actual_text[max(0, char - 80):char + 200]!r}\n"
-                f"--- expected full text ---\n{expected_text}\n--- actual full text ---\n{actual_text}")
-
-
 def _text_of(block) -> str | None:
     if isinstance(block, Text):
         return block.text
     if isinstance(block, Media):
         return block.text
     return None
-
-
-def _arguments(call: ToolCall) -> dict:
-    return call.arguments if call.arguments is not UNSET else json.loads(call.raw_arguments or "{}")
 
 
 def _result_text(result: ToolResult) -> str:
@@ -135,7 +114,7 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
                 elif isinstance(b, Reasoning) and b.text:
                     parts.append(("analysis", b.text, None))
                 elif isinstance(b, ToolCall) and b.kind != "hosted":
-                    parts.append(("call", json.dumps(_arguments(b), ensure_ascii=False), b.name))
+                    parts.append(("call", json.dumps(call_arguments(b), ensure_ascii=False), b.name))
             order = {b.id: k for k, b in enumerate(b for b in m.blocks if isinstance(b, ToolCall))}
             if not parts and (not m.blocks or any(_text_of(b) is not None for b in m.blocks)):
                 parts = [("text", "", None)]
@@ -172,7 +151,7 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_ids_equal_openai_harmony_training_render(name, gptoss, encoding):
-    conv = load(name)
+    conv = load_fixture(name)
     ids = harmony_reference(conv, encoding)
     ours = render(conv, "harmony", gptoss)
     assert_same(encoding.decode(ids), ids, ours.text, ours.input_ids)
@@ -184,17 +163,9 @@ def _corpus_conversations() -> list[tuple[str, tuple[object, str | None]]]:
             + [(key, (body, None)) for key, body in request_bodies()])
 
 
-def _parse(item) -> Conversation:
-    obj, fmt = item
-    try:
-        return parse(obj, fmt) if fmt else parse(obj)
-    except ShapeError as exc:  # not a conversation request (embeddings, count_tokens...): the codecs' call
-        pytest.skip(f"not a chat request: {exc.message[:80]}")
-
-
 @pytest.mark.parametrize("item", params(_corpus_conversations()))
 def test_corpus_matches_openai_harmony_and_parses_back(item, gptoss, encoding):
-    conv = _parse(item)
+    conv = parse_chat(*item)
     for name in ("harmony", "harmony-jinja"):
         ours = render(conv, name, gptoss)
         check_roundtrip(conv, ours, name, gptoss)
@@ -222,7 +193,7 @@ def official_messages(conv: Conversation) -> tuple[list[dict], list[dict] | None
             reasoning = [b.text for b in m.blocks if isinstance(b, Reasoning) and b.text]
             if reasoning:
                 out["thinking"] = "\n".join(reasoning)
-            calls = [{"type": "function", "function": {"name": b.name, "arguments": _arguments(b)}}
+            calls = [{"type": "function", "function": {"name": b.name, "arguments": call_arguments(b)}}
                      for b in m.blocks if isinstance(b, ToolCall)]
             if calls:
                 out["tool_calls"] = calls
@@ -291,11 +262,9 @@ def official_render(gptoss_hf, source: str, conv: Conversation, **kwargs) -> tup
     """Text and ids as transformers renders the official template; the date it used (today: transformers
     gives the template the real clock) so our render can pin the same one."""
     messages, tools = official_messages(conv)
-    text = gptoss_hf.apply_chat_template(messages, tools=tools, chat_template=source, tokenize=False, **kwargs)
-    ids = gptoss_hf.apply_chat_template(messages, tools=tools, chat_template=source, tokenize=True, return_dict=True,
-                                        **kwargs)["input_ids"]
+    text, ids = transformers_render(gptoss_hf, source, messages, tools, **kwargs)
     date = re.search(r"Current date: (\d{4}-\d{2}-\d{2})", text).group(1)
-    return text, list(ids), datetime.strptime(date, "%Y-%m-%d")
+    return text, ids, datetime.strptime(date, "%Y-%m-%d")
 
 
 # Fixtures inside what the official template supports (checked by official_supports below).
@@ -304,7 +273,7 @@ OFFICIAL_CONFORMING = ["plain_chat", "weighted", "harmony/official_single_calls"
 
 @pytest.mark.parametrize("name", OFFICIAL_CONFORMING)
 def test_jinja_style_matches_official_template(name, gptoss, gptoss_hf, gptoss_official, encoding):
-    conv = load(name)
+    conv = load_fixture(name)
     assert official_supports(conv, encoding, gptoss_official) is None
     text, ids, now = official_render(gptoss_hf, gptoss_official, conv)
     ours = render(conv, "harmony-jinja", gptoss, options=RenderOptions(now=now))
@@ -315,7 +284,7 @@ def test_jinja_style_matches_official_template(name, gptoss, gptoss_hf, gptoss_o
 def test_our_template_alone_in_jinja_style_matches_official(name, gptoss_hf, gptoss_official):
     """templates/harmony.jinja used directly with transformers (harmony_style="jinja") writes what the
     official template writes, for conversations without reasoning (which it never drops)."""
-    conv = load(name)
+    conv = load_fixture(name)
     expected, _, _ = official_render(gptoss_hf, gptoss_official, conv)
     ours, _, _ = official_render(gptoss_hf, load_template("harmony").source, conv, harmony_style="jinja")
     assert ours == expected
@@ -324,7 +293,7 @@ def test_our_template_alone_in_jinja_style_matches_official(name, gptoss_hf, gpt
 @pytest.mark.parametrize("name", sorted(set(NAMES) - set(OFFICIAL_CONFORMING)))
 def test_other_fixtures_are_outside_official_support(name, gptoss_official, encoding):
     """The conformance list above is complete: every other fixture has a stated reason."""
-    assert official_supports(load(name), encoding, gptoss_official) is not None
+    assert official_supports(load_fixture(name), encoding, gptoss_official) is not None
 
 
 @pytest.mark.parametrize("traj", params(tau_bench_trajectories()))
@@ -340,7 +309,7 @@ def test_corpus_tau_bench_jinja_style_matches_official(traj, gptoss, gptoss_hf, 
 
 @pytest.mark.parametrize("body", params(request_bodies()))
 def test_corpus_request_bodies_jinja_style_matches_official(body, gptoss, gptoss_hf, gptoss_official, encoding):
-    conv = _parse((body, None))
+    conv = parse_chat(body)
     reason = official_supports(conv, encoding, gptoss_official)  # any provider: the input is canonical
     if reason is not None:
         pytest.skip(f"outside the official template's support: {reason}")
@@ -351,7 +320,7 @@ def test_corpus_request_bodies_jinja_style_matches_official(body, gptoss, gptoss
 
 def test_official_template_renders_only_the_first_parallel_call_and_ours_all(gptoss, gptoss_hf, gptoss_official):
     """The trap the family exists for: the official template writes one call and three results."""
-    conv = load("harmony/parallel_same_tool")
+    conv = load_fixture("harmony/parallel_same_tool")
     text, _, _ = official_render(gptoss_hf, gptoss_official, conv)
     assert text.count("<|call|>") == 1 and text.count("to=assistant") == 3
     assert '"Lima"}<|call|>' not in text
@@ -369,7 +338,7 @@ def test_constrain_token_differs_between_the_references(gptoss, encoding):
     """openai-harmony writes the <|constrain|> special token before `json` in a call's header; the
     official Jinja template writes the plain word. sftprep follows openai-harmony by default ("harmony");
     "harmony-jinja" switches to the Jinja template's form."""
-    conv = load("harmony/official_single_calls")
+    conv = load_fixture("harmony/official_single_calls")
     ours, jinja = render(conv, "harmony", gptoss), render(conv, "harmony-jinja", gptoss)
     constrain = gptoss.token_id(CONSTRAIN)
     assert constrain == 200003
@@ -383,7 +352,7 @@ def test_constrain_token_differs_between_the_references(gptoss, encoding):
 
 
 def test_jinja_style_encodes_results_and_keeps_them_exact(gptoss):
-    conv = load("weather_parallel")
+    conv = load_fixture("weather_parallel")
     jinja = render(conv, "harmony-jinja", gptoss)
     assert '<|message|>"{\\"temp\\": 18, \\"condition\\": \\"light rain\\"}"<|end|>' in jinja.text
     parsed = check_roundtrip(conv, jinja, "harmony-jinja", gptoss)
@@ -405,12 +374,12 @@ def _hf_exact(conv: Conversation) -> bool:
     return not any(isinstance(b, Media) and b.text is None for m in conv.messages for b in m.blocks)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if _hf_exact(load(n))])
+@pytest.mark.parametrize("name", [n for n in NAMES if _hf_exact(load_fixture(n))])
 def test_transformers_assistant_mask_with_our_template(name, gptoss, gptoss_hf):
     """apply_chat_template(..., return_assistant_tokens_mask=True) works with templates/harmony.jinja given
     plain Hugging Face messages (tool signatures written by the template's own macro), with our ids, and
     its mask equals ours under the default policy."""
-    conv = load(name)
+    conv = load_fixture(name)
     messages, tools = official_messages(conv)
     template = load_template("harmony").source
     out = gptoss_hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True, return_dict=True,
@@ -418,83 +387,46 @@ def test_transformers_assistant_mask_with_our_template(name, gptoss, gptoss_hf):
     date = re.search(r"Current date: (\d{4}-\d{2}-\d{2})", gptoss.decode(out["input_ids"])).group(1)
     ours = render(conv, "harmony", gptoss, options=RenderOptions(now=datetime.strptime(date, "%Y-%m-%d")))
     assert_same(gptoss.decode(out["input_ids"]), list(out["input_ids"]), ours.text, ours.input_ids)
-    if any(m.weight == 0 for m in conv.messages):
-        assert sum(ours.loss_mask) < sum(out["assistant_masks"])  # weight 0 is ours alone
-    else:
-        assert list(out["assistant_masks"]) == ours.loss_mask
+    assert_mask_matches_transformers(conv, out["assistant_masks"], ours)
 
 
 @pytest.mark.parametrize("name", OFFICIAL_CONFORMING)
 def test_trl_training_template_mask_equals_ours(name, gptoss, gptoss_hf, official):
     """trl's gptoss_training.jinja (the official template with generation markers) trains the same tokens
     as the jinja style under the default policy."""
-    conv = load(name)
+    conv = load_fixture(name)
     messages, tools = official_messages(conv)
     out = gptoss_hf.apply_chat_template(messages, tools=tools, chat_template=official("gptoss_training.jinja"),
                                         tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     date = re.search(r"Current date: (\d{4}-\d{2}-\d{2})", gptoss.decode(out["input_ids"])).group(1)
     ours = render(conv, "harmony-jinja", gptoss, options=RenderOptions(now=datetime.strptime(date, "%Y-%m-%d")))
     assert list(out["input_ids"]) == ours.input_ids
-    if any(m.weight == 0 for m in conv.messages):
-        assert sum(ours.loss_mask) < sum(out["assistant_masks"])
-    else:
-        assert list(out["assistant_masks"]) == ours.loss_mask
+    assert_mask_matches_transformers(conv, out["assistant_masks"], ours)
 
 
 # --- goldens ---------------------------------------------------------------------------------------------
 
-def golden_text(name: str, rendered, tokenizer) -> str:
-    ledger = "\n".join(f"{e.kind} {e.path}: {e.reason}" for e in rendered.ledger) or "(empty)"
-    return (f"# sftprep golden: template={rendered.template} tokenizer={rendered.tokenizer} fixture={name}\n"
-            f"# tokens={len(rendered.input_ids)} trained={sum(rendered.loss_mask)}\n"
-            f"=== text (decoded from the ids)\n{tokenizer.decode(rendered.input_ids)}\n"
-            f"=== mask (trained tokens between ⟦ and ⟧)\n{mask_view(rendered, tokenizer)}\n"
-            f"=== ids\n{' '.join(map(str, rendered.input_ids))}\n"
-            f"=== ledger\n{ledger}\n")
-
-
-def _section(golden: str, title: str) -> str:
-    start = golden.index("\n", golden.index(f"=== {title}")) + 1
-    end = golden.find("\n=== ", start)
-    return golden[start:end if end != -1 else len(golden)]
-
-
 @pytest.mark.parametrize("family", ["harmony", "harmony-jinja"])
 @pytest.mark.parametrize("name", NAMES)
 def test_golden(name, family, gptoss, regen_goldens):
-    rendered = render(load(name), family, gptoss)
+    rendered = render(load_fixture(name), family, gptoss)
     assert gptoss.decode(rendered.input_ids) == rendered.text
-    actual = golden_text(name, rendered, gptoss)
     folder = GOLDENS / "harmony" / ("jinja" if family == "harmony-jinja" else "")
-    path = folder / f"{name.replace('/', '__')}.txt"
-    if regen_goldens:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"no golden {path}; run with SFTPREP_REGEN_GOLDENS=1 to create it, then review it")
-    expected = path.read_text(encoding="utf-8")
-    if expected != actual:
-        expected_ids = [int(x) for x in _section(expected, "ids").split()]
-        assert_same(_section(expected, "text"), expected_ids, rendered.text, rendered.input_ids)
-        assert expected == actual  # text and ids agree: the mask view or the ledger changed
+    check_golden(folder / f"{name.replace('/', '__')}.txt", name, rendered, gptoss, regen_goldens)
 
 
 # --- spans, segments, message by message -------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
 def test_spans_partition_text_and_tokens(name, gptoss):
-    conv = load(name)
+    conv = load_fixture(name)
     rendered = render(conv, "harmony", gptoss)
-    spans = rendered.spans
-    assert spans[0].char_start == 0 and spans[-1].char_end == len(rendered.text)
-    assert spans[0].token_start == 0 and spans[-1].token_end == len(rendered.input_ids)
-    for a, b in zip(spans, spans[1:]):
-        assert a.char_end == b.char_start and a.token_end == b.token_start
-    for span in spans:
+    assert_spans_partition(rendered)
+    for span in rendered.spans:
         piece = rendered.text[span.char_start:span.char_end]
         if span.kind == "tool_call":
             call = conv.messages[span.message].blocks[span.block]
-            assert piece == json.dumps(_arguments(call), ensure_ascii=False)
+            assert piece == json.dumps(call_arguments(call), ensure_ascii=False)
             assert rendered.text[:span.char_start].endswith(f"to=functions.{call.name}<|channel|>commentary "
                                                             "<|constrain|>json<|message|>")
         if span.kind == "tools":
@@ -506,22 +438,8 @@ def test_spans_partition_text_and_tokens(name, gptoss):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_segmented_ids_equal_whole_text_ids(name, gptoss):
-    rendered = render(load(name), "harmony", gptoss)
-    assert rendered.input_ids == gptoss.backend.encode(rendered.text, add_special_tokens=False).ids
-
-
-def _turn_starts(conv: Conversation) -> list[int]:
-    """Message indexes where a new turn starts (not a tool result continuing a run of results)."""
-    starts = []
-    for k in range(1, len(conv.messages) + 1):
-        if k == len(conv.messages):
-            starts.append(k)
-            continue
-        continues = (any(isinstance(b, ToolResult) for b in conv.messages[k].blocks[:1])
-                     and any(isinstance(b, ToolResult) for b in conv.messages[k - 1].blocks[-1:]))
-        if not continues:
-            starts.append(k)
-    return starts
+    rendered = render(load_fixture(name), "harmony", gptoss)
+    assert_segmented_ids_equal_whole_text_ids(rendered, gptoss)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -529,32 +447,23 @@ def test_message_by_message_concatenates_to_whole(name, gptoss):
     """Rendering turn by turn and concatenating the new parts gives the whole render: text, ids, mask.
     One token differs by design: a prefix ending with a final answer ends with <|return|> (the training
     render's last token), where the longer render has <|end|>; the concatenation takes the longer one's."""
-    conv = load(name)
-    whole = render(conv, "harmony", gptoss)
+    conv = load_fixture(name)
     end_id = gptoss.token_id(END)
-    text, ids, mask = "", [], []
-    for k in _turn_starts(conv):
-        part = render(structs.replace(conv, messages=conv.messages[:k]), "harmony", gptoss)
+
+    def seam(text: str, ids: list[int]) -> tuple[str, list[int]]:
         if text.endswith(RETURN):
-            text, ids = text[:-len(RETURN)] + END, ids[:-1] + [end_id]
-        assert part.text.startswith(text) and part.input_ids[:len(ids)] == ids
-        assert part.loss_mask[:len(mask)] == mask
-        text += part.text[len(text):]
-        ids += part.input_ids[len(ids):]
-        mask += part.loss_mask[len(mask):]
-    assert (text, ids, mask) == (whole.text, whole.input_ids, whole.loss_mask)
+            return text[:-len(RETURN)] + END, ids[:-1] + [end_id]
+        return text, ids
+
+    assert_concatenates_to_whole(conv, lambda c: render(c, "harmony", gptoss), turn_starts(conv), seam=seam,
+                                 mask_prefix=True)
 
 
 # --- masks -------------------------------------------------------------------------------------------
 
-def _trained_pieces(rendered, tokenizer) -> list[str]:
-    view = mask_view(rendered, tokenizer)
-    return [piece.split("⟧")[0] for piece in view.split("⟦")[1:]]
-
-
 def test_mask_trains_each_call_message_and_masks_results(gptoss):
-    rendered = render(load("weather_parallel"), "harmony", gptoss)
-    pieces = _trained_pieces(rendered, gptoss)
+    rendered = render(load_fixture("weather_parallel"), "harmony", gptoss)
+    pieces = trained_pieces(rendered, gptoss)
     assert pieces == [
         "<|start|>assistant<|channel|>commentary<|message|>Let me look both up.<|end|>"
         "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
@@ -566,10 +475,10 @@ def test_mask_trains_each_call_message_and_masks_results(gptoss):
 
 
 def test_mask_policies(gptoss):
-    conv = load("harmony/official_single_calls")
+    conv = load_fixture("harmony/official_single_calls")
 
     def trained(policy):
-        return _trained_pieces(render(conv, "harmony", gptoss, mask=policy), gptoss)
+        return trained_pieces(render(conv, "harmony", gptoss, mask=policy), gptoss)
 
     everything = trained(MaskPolicy())
     assert len(everything) == 4
@@ -583,14 +492,14 @@ def test_mask_policies(gptoss):
     last = trained(MaskPolicy(turns="last"))
     assert last == ["<|start|>assistant<|channel|>analysis<|message|>Report 55.86.<|end|>"
                     "<|start|>assistant<|channel|>final<|message|>391 ÷ 7 ≈ 55.86.<|return|>"]
-    weighted = _trained_pieces(render(load("weighted"), "harmony", gptoss), gptoss)
+    weighted = trained_pieces(render(load_fixture("weighted"), "harmony", gptoss), gptoss)
     assert [p.split("<|message|>")[1] for p in weighted] == ["4<|end|>", "6<|return|>"]
 
 
 # --- faithfulness and the ledger -------------------------------------------------------------------------
 
 def test_lossy_conversation_is_ledgered_not_silent(gptoss):
-    conv = load("lossy")
+    conv = load_fixture("lossy")
     rendered = render(conv, "harmony", gptoss)
     entries = {(e.kind, e.path) for e in rendered.ledger}
     assert ("dropped", "$.messages[0].blocks[1]") in entries  # the image
@@ -610,7 +519,7 @@ def test_lossy_conversation_is_ledgered_not_silent(gptoss):
 
 
 def test_schema_keywords_a_signature_loses_are_ledgered(gptoss):
-    rendered = render(load("harmony/reasoning_agent"), "harmony", gptoss)
+    rendered = render(load_fixture("harmony/reasoning_agent"), "harmony", gptoss)
     reasons = {e.path: e.reason for e in rendered.ledger}
     assert reasons["$.tools[0].parameters"] == (
         "a TypeScript signature does not carry: additionalProperties at $, minimum at $.properties.nights, "
@@ -624,7 +533,7 @@ def test_schema_keywords_a_signature_loses_are_ledgered(gptoss):
 
 
 def test_past_reasoning_drop_is_ledgered(gptoss):
-    conv = load("harmony/reasoning_agent")
+    conv = load_fixture("harmony/reasoning_agent")
     keep, drop = render(conv, "harmony", gptoss), render(conv, "harmony-jinja", gptoss)
     assert keep.text.count("<|channel|>analysis") == 4 and drop.text.count("<|channel|>analysis") == 1
     dropped = [e.path for e in drop.ledger if "past_reasoning" in e.reason]
@@ -691,17 +600,17 @@ def test_special_tokens_spelled_in_content_are_refused(gptoss):
 @pytest.mark.parametrize("family", ["harmony", "harmony-jinja"])
 @pytest.mark.parametrize("name", NAMES)
 def test_parse_back_equals_rendered_conversation(name, family, gptoss):
-    conv = load(name)
+    conv = load_fixture(name)
     rendered = render(conv, family, gptoss)
     parsed = check_roundtrip(conv, rendered, family, gptoss)
     assert parse_back(rendered.text, family) == parsed
     calls = [b for m in parsed.messages for b in m.blocks if isinstance(b, ToolCall)]
     originals = [b for m in conv.messages for b in m.blocks if isinstance(b, ToolCall) and b.kind != "hosted"]
-    assert [(c.name, c.arguments) for c in calls] == [(c.name, _arguments(c)) for c in originals]
+    assert [(c.name, c.arguments) for c in calls] == [(c.name, call_arguments(c)) for c in originals]
 
 
 def test_parse_back_reads_tool_schemas(gptoss):
-    conv = load("weather_parallel")
+    conv = load_fixture("weather_parallel")
     parsed = check_roundtrip(conv, render(conv, "harmony", gptoss), "harmony", gptoss)
     assert parsed.tools[0] == Tool(name="get_weather", description="Current weather for a city.", parameters={
         "type": "object", "properties": {"city": {"description": "City name", "type": "string"},
@@ -710,7 +619,7 @@ def test_parse_back_reads_tool_schemas(gptoss):
 
 
 def test_parse_back_catches_a_changed_stream(gptoss):
-    conv = load("weather_parallel")
+    conv = load_fixture("weather_parallel")
     rendered = render(conv, "harmony", gptoss)
 
     def with_text(text):
@@ -729,13 +638,13 @@ def test_parse_back_catches_a_changed_stream(gptoss):
                                     "<|message|>{\"city\": \"Tokyo\"}<|call|>", "")
     with pytest.raises(RenderError, match="parse-back differs"):
         check_roundtrip(conv, with_text(dropped), "harmony", gptoss)
-    lossy = load("lossy")
+    lossy = load_fixture("lossy")
     with pytest.raises(RenderError, match="parse-back differs"):
         check_roundtrip(lossy, structs.replace(render(lossy, "harmony", gptoss), ledger=()), "harmony", gptoss)
 
 
 def test_parse_back_generation_prompt_and_errors(gptoss):
-    text = render(load("plain_chat"), "harmony", gptoss, options=RenderOptions(add_generation_prompt=True)).text
+    text = render(load_fixture("plain_chat"), "harmony", gptoss, options=RenderOptions(add_generation_prompt=True)).text
     assert text.endswith("<|start|>assistant<|channel|>final<|message|>Cold rain on the roof\nmaple leaves drift past "
                          "the glass\nthe kettle answers<|end|><|start|>assistant")
     assert [m.role for m in parse_back(text, "harmony").messages] == ["user", "assistant", "user", "assistant"]
@@ -759,7 +668,7 @@ def test_parse_back_generation_prompt_and_errors(gptoss):
 # --- tool signatures --------------------------------------------------------------------------------------
 
 def _all_tools() -> list[Tool]:
-    tools = [t for name in NAMES for t in load(name).tools]
+    tools = [t for name in NAMES for t in load_fixture(name).tools]
     for _, body in request_bodies():
         try:
             tools += list(parse(body).tools)
@@ -809,7 +718,7 @@ def test_signatures_read_back_to_schemas_that_write_the_same():
 def test_tokenizer_missing_template_tokens_is_an_error_up_front():
     for name in ("qwen2.5", "llama3"):
         with pytest.raises(ConfigError, match="lacks <\\|start\\|>"):
-            render(load("plain_chat"), "harmony", load_tokenizer(name))
+            render(load_fixture("plain_chat"), "harmony", load_tokenizer(name))
 
 
 def test_unknown_names_list_the_valid_ones():
@@ -820,7 +729,7 @@ def test_unknown_names_list_the_valid_ones():
 
 
 def test_template_options_and_pinned_date(gptoss):
-    conv = load("plain_chat")
+    conv = load_fixture("plain_chat")
     options = RenderOptions(now=datetime(2025, 3, 4), template_kwargs={"reasoning_effort": "high",
                                                                       "model_identity": "You are Ada."})
     rendered = render(conv, "harmony", gptoss, options=options)
@@ -846,7 +755,7 @@ def test_parse_back_refuses_any_malformed_stream_with_a_render_error(gptoss):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    whole = render(load("harmony/reasoning_agent"), "harmony", gptoss).text
+    whole = render(load_fixture("harmony/reasoning_agent"), "harmony", gptoss).text
     pieces = re.split(r"(<\|[a-z_]+\|>)", whole) + ["// x", "type f = (_: {\n", ") => any;\n\n", "\n", " to=", "{}"]
 
     head = whole[:whole.index("<|start|>user")]  # system and developer messages, so later pieces get read

@@ -12,12 +12,15 @@ from msgspec import UNSET, structs
 
 from corpus import params, request_bodies, tau_bench_trajectories
 from pipeline.conversation import Conversation, Media, Message, Reasoning, Text, Tool, ToolCall, ToolResult, from_json
-from pipeline.errors import ConfigError, RenderError, ShapeError
+from pipeline.errors import ConfigError, RenderError
 from pipeline.formats import parse
 from pipeline.render import (MaskPolicy, RenderOptions, Template, check_roundtrip, load_template, load_tokenizer,
-                             mask_view, parse_back, render)
+                             parse_back, render)
 from pipeline.render.llama3 import FAMILY
-from render_support import FIXTURES, GOLDENS, fixture_names
+from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers,
+                            assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
+                            call_arguments, check_golden, corpus_tools, fixture_names, parse_chat, trained_pieces,
+                            transformers_render, with_call)
 
 OWN = sorted(p.stem for p in (FIXTURES / "llama3").glob("*.json"))  # this family's own fixtures
 ALL = fixture_names() + OWN
@@ -53,10 +56,6 @@ def official_llama(official):
 
 # --- reference inputs, written independently of the renderer's conversion --------------------------
 
-def _arguments(call: ToolCall) -> dict:
-    return call.arguments if call.arguments is not UNSET else json.loads(call.raw_arguments or "{}")
-
-
 def _result_dict(result: ToolResult) -> dict:
     texts = [p.text for p in result.content if isinstance(p, Text)]
     # A structured output goes in as the object: the official template `tojson`s a mapping once.
@@ -66,7 +65,7 @@ def _result_dict(result: ToolResult) -> dict:
 
 def _call_dict(call: ToolCall) -> dict:
     return {"role": "assistant", "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": call.name, "arguments": _arguments(call)}}]}
+            "tool_calls": [{"type": "function", "function": {"name": call.name, "arguments": call_arguments(call)}}]}
 
 
 def _head(conv: Conversation) -> list[dict]:
@@ -128,35 +127,6 @@ def split_reference(conv: Conversation, order: list[tuple[int, list[int]]]) -> l
     return messages
 
 
-def official_render(hf, template: str, messages: list[dict], tools: list[dict] | None,
-                    **kwargs) -> tuple[str, list[int]]:
-    text = hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False, **kwargs)
-    ids = hf.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=True, return_dict=True,
-                                 **kwargs)["input_ids"]
-    return text, list(ids)
-
-
-def assert_same(expected_text: str, expected_ids: list[int], actual_text: str, actual_ids: list[int]) -> None:
-    """On failure, show both id lists and both texts from the first difference."""
-    if expected_text == actual_text and expected_ids == actual_ids:
-        return
-    at = next((i for i, (a, b) in enumerate(zip(expected_ids, actual_ids)) if a != b),
-              min(len(expected_ids), len(actual_ids)))
-    char = next((i for i, (a, b) in enumerate(zip(expected_text, actual_text)) if a != b),
-                min(len(expected_text), len(actual_text)))
-    where = "texts are equal" if expected_text == actual_text else f"first text difference at char {char}"
-    pytest.fail(f"renders differ (first id difference at token {at}, {where})\n"
-                f"expected ids[{at}:]: {expected_ids[at:at + 40]}\nactual ids[{at}:]:   {actual_ids[at:at + 40]}\n"
-                f"expected text: {expected_text[max(0, char - 80):char + 200]!r}\n"
-                f"actual text:   {actual_text[max(0, char - 80):char + 200]!r}\n"
-                f"--- expected full text ---\n{expected_text}\n--- actual full text ---\n{actual_text}")
-
-
-def _trained_pieces(rendered, tokenizer) -> list[str]:
-    view = mask_view(rendered, tokenizer)
-    return [piece.split("⟧")[0] for piece in view.split("⟦")[1:]]
-
-
 def _ledger(rendered) -> set[tuple[str, str]]:
     return {(e.kind, e.path) for e in rendered.ledger}
 
@@ -166,7 +136,7 @@ def _ledger(rendered) -> set[tuple[str, str]]:
 @pytest.mark.parametrize("name", CONFORMING)
 def test_matches_official_template(name, llama, llama_hf, llama3, official_llama):
     conv = load(name)
-    text, ids = official_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv))
+    text, ids = transformers_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv))
     ours = render(conv, llama3, llama)
     assert_same(text, ids, ours.text, ours.input_ids)
     assert llama.encode(ours.text) == ours.input_ids
@@ -177,7 +147,7 @@ def test_split_turns_are_what_the_official_template_renders_for_them(name, llama
     """Under `split`, the render equals the official template's render of the hand-split conversation."""
     conv = load(name)
     messages = split_reference(conv, SPLIT_ORDER[name])
-    text, ids = official_render(llama_hf, official_llama, messages, reference_tools(conv))
+    text, ids = transformers_render(llama_hf, official_llama, messages, reference_tools(conv))
     ours = render(conv, llama3, llama)
     assert_same(text, ids, ours.text, ours.input_ids)
     assert any(kind == "moved" for kind, _ in _ledger(ours))
@@ -186,7 +156,7 @@ def test_split_turns_are_what_the_official_template_renders_for_them(name, llama
 def test_drop_text_equals_the_official_template(llama, llama_hf, llama3, official_llama):
     """`drop-text` is the official behaviour for text beside a call, ledgered instead of silent."""
     conv = load("system_midway")
-    text, ids = official_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv))
+    text, ids = transformers_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv))
     ours = render(conv, llama3, llama, options=RenderOptions(calls=DROP_TEXT))
     assert_same(text, ids, ours.text, ours.input_ids)
     assert "Running:" not in ours.text
@@ -200,7 +170,7 @@ def test_official_template_renders_the_same_in_our_sandbox(name, llama_hf, offic
 
     conv = load(name)
     messages, tools = reference_inputs(conv), reference_tools(conv)
-    expected, _ = official_render(llama_hf, official_llama, messages, tools)
+    expected, _ = transformers_render(llama_hf, official_llama, messages, tools)
     ours = make_environment().from_string(official_llama).render(messages=messages, tools=tools,
                                                                  bos_token="<|begin_of_text|>",
                                                                  add_generation_prompt=False)
@@ -217,17 +187,13 @@ def test_transformers_assistant_mask_with_our_template(name, llama, llama_hf, ll
                                        tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     ours = render(conv, llama3, llama)
     assert list(out["input_ids"]) == ours.input_ids
-    expected_mask = list(out["assistant_masks"])
-    if any(m.weight == 0 for m in conv.messages):
-        assert sum(ours.loss_mask) < sum(expected_mask)  # weight 0 is ours; transformers knows nothing of it
-    else:
-        assert expected_mask == ours.loss_mask
+    assert_mask_matches_transformers(conv, out["assistant_masks"], ours)
 
 
 def test_pinned_date_and_tools_in_the_system_message_match_official(llama, llama_hf, llama3, official_llama):
     conv = load("calls_only")
     kwargs = {"date_string": "02 Jan 2025", "tools_in_user_message": False}
-    text, ids = official_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv), **kwargs)
+    text, ids = transformers_render(llama_hf, official_llama, reference_inputs(conv), reference_tools(conv), **kwargs)
     ours = render(conv, llama3, llama, options=RenderOptions(now=datetime(2025, 1, 2),
                                                              template_kwargs={"tools_in_user_message": False}))
     assert_same(text, ids, ours.text, ours.input_ids)
@@ -280,7 +246,7 @@ def test_split_is_the_default_and_ledgered(llama, llama3):
     assert all(kind != "dropped" or path.endswith(".text") or path == "$.messages[1].blocks[0]"
                for kind, path in entries)  # no text or call lost
     # each call trained, results and headers not
-    assert _trained_pieces(rendered, llama) == [
+    assert trained_pieces(rendered, llama) == [
         "I'll check the quote first.<|eot_id|>", '{"name": "get_quote", "parameters": {"symbol": "ACME"}}<|eot_id|>',
         "Then the news.<|eot_id|>",
         '{"name": "get_news", "parameters": {"topic": "ACME \\"Corp\\"", "limit": 3}}<|eot_id|>',
@@ -385,12 +351,6 @@ def test_lossy_conversation_is_ledgered_not_silent(llama, llama3):
     check_roundtrip(conv, rendered, llama3, llama)
 
 
-def _with_call(**fields) -> Conversation:
-    call = ToolCall(id="call_1", name=fields.pop("name", "lookup"), **fields)
-    return Conversation(messages=(Message(role="user", blocks=(Text("go"),)),
-                                  Message(role="assistant", blocks=(call,))))
-
-
 @pytest.mark.parametrize("fields, message", [
     (dict(raw_arguments='{"q": ', arguments_valid=False), "not valid JSON"),
     (dict(arguments=["a", "b"]), "must be a JSON object"),
@@ -399,7 +359,7 @@ def _with_call(**fields) -> Conversation:
 ])
 def test_refusals_name_the_block(llama, llama3, fields, message):
     with pytest.raises(RenderError, match=message) as info:
-        render(_with_call(**fields), llama3, llama)
+        render(with_call(**fields), llama3, llama)
     assert info.value.path == "$.messages[1].blocks[0]"
 
 
@@ -463,67 +423,36 @@ def test_mask_policies(llama, llama3):
     conv = load("weighted")
 
     def trained(policy):
-        return _trained_pieces(render(conv, llama3, llama, mask=policy), llama)
+        return trained_pieces(render(conv, llama3, llama, mask=policy), llama)
 
     assert trained(MaskPolicy()) == ["4<|eot_id|>", "6<|eot_id|>"]  # weight 0 never trained
     assert trained(MaskPolicy(turns="last")) == ["6<|eot_id|>"]
     assert trained(MaskPolicy(eot=False)) == ["4", "6"]
     header = llama.token_id("<|start_header_id|>")
     rendered = render(load("weather_parallel"), llama3, llama, mask=MaskPolicy(turns="last"))
-    assert _trained_pieces(rendered, llama) == ["Paris has light rain at 18°C, and it is 22:14 in Tokyo.<|eot_id|>"]
+    assert trained_pieces(rendered, llama) == ["Paris has light rain at 18°C, and it is 22:14 in Tokyo.<|eot_id|>"]
     assert not any(m for i, m in zip(rendered.input_ids, rendered.loss_mask) if i == header)
-
-
-def golden_text(name: str, rendered, tokenizer) -> str:
-    ledger = "\n".join(f"{e.kind} {e.path}: {e.reason}" for e in rendered.ledger) or "(empty)"
-    return (f"# sftprep golden: template={rendered.template} tokenizer={rendered.tokenizer} fixture={name}\n"
-            f"# tokens={len(rendered.input_ids)} trained={sum(rendered.loss_mask)}\n"
-            f"=== text (decoded from the ids)\n{tokenizer.decode(rendered.input_ids)}\n"
-            f"=== mask (trained tokens between ⟦ and ⟧)\n{mask_view(rendered, tokenizer)}\n"
-            f"=== ids\n{' '.join(map(str, rendered.input_ids))}\n"
-            f"=== ledger\n{ledger}\n")
-
-
-def _section(golden: str, title: str) -> str:
-    start = golden.index("\n", golden.index(f"=== {title}")) + 1
-    end = golden.find("\n=== ", start)
-    return golden[start:end if end != -1 else len(golden)]
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_golden(name, llama, llama3, regen_goldens):
     rendered = render(load(name), llama3, llama)
     assert llama.decode(rendered.input_ids) == rendered.text
-    actual = golden_text(name, rendered, llama)
-    path = GOLDENS / "llama3" / f"{name}.txt"
-    if regen_goldens:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"no golden {path}; run with SFTPREP_REGEN_GOLDENS=1 to create it, then review it")
-    expected = path.read_text(encoding="utf-8")
-    if expected != actual:
-        assert_same(_section(expected, "text"), [int(x) for x in _section(expected, "ids").split()],
-                    rendered.text, rendered.input_ids)
-        assert expected == actual  # text and ids agree: the mask view or the ledger changed
+    check_golden(GOLDENS / "llama3" / f"{name}.txt", name, rendered, llama, regen_goldens)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_spans_partition_text_and_tokens(name, llama, llama3):
     conv = load(name)
     rendered = render(conv, llama3, llama)
-    spans = rendered.spans
-    assert spans[0].char_start == 0 and spans[-1].char_end == len(rendered.text)
-    assert spans[0].token_start == 0 and spans[-1].token_end == len(rendered.input_ids)
-    for a, b in zip(spans, spans[1:]):
-        assert a.char_end == b.char_start and a.token_end == b.token_start
-    assert rendered.input_ids == llama.backend.encode(rendered.text, add_special_tokens=False).ids
-    for span in spans:
+    assert_spans_partition(rendered)
+    assert_segmented_ids_equal_whole_text_ids(rendered, llama)
+    for span in rendered.spans:
         piece = rendered.text[span.char_start:span.char_end]
         block = conv.messages[span.message].blocks[span.block] if span.block is not None and span.message is not None \
             else None
         if span.kind == "tool_call":
-            assert piece == f'{block.name}", "parameters": {json.dumps(_arguments(block), ensure_ascii=False)}'
+            assert piece == f'{block.name}", "parameters": {json.dumps(call_arguments(block), ensure_ascii=False)}'
         if span.kind == "tool_result" and block.output is UNSET:  # inside the JSON quotes
             assert json.loads(f'"{piece}"') == "\n".join(t.text for t in block.content)
 
@@ -545,15 +474,7 @@ def _units(conv: Conversation) -> list[int]:
 @pytest.mark.parametrize("name", ALL)
 def test_message_by_message_concatenates_to_whole(name, llama, llama3):
     conv = load(name)
-    whole = render(conv, llama3, llama)
-    text, ids, mask = "", [], []
-    for k in _units(conv):
-        part = render(structs.replace(conv, messages=conv.messages[:k]), llama3, llama)
-        assert part.text.startswith(text) and part.input_ids[:len(ids)] == ids
-        text += part.text[len(text):]
-        ids += part.input_ids[len(ids):]
-        mask += part.loss_mask[len(mask):]
-    assert (text, ids, mask) == (whole.text, whole.input_ids, whole.loss_mask)
+    assert_concatenates_to_whole(conv, lambda c: render(c, llama3, llama), _units(conv))
 
 
 # --- parse-back ---------------------------------------------------------------------------------------
@@ -565,7 +486,7 @@ def test_parse_back_equals_rendered_conversation(name, calls, llama, llama3):
     rendered = render(conv, llama3, llama, options=RenderOptions(calls=calls))
     parsed = check_roundtrip(conv, rendered, llama3, llama)
     assert parse_back(rendered.text, "llama3") == parsed
-    originals = [(c.name, _arguments(c)) for m in conv.messages for c in m.blocks if isinstance(c, ToolCall)]
+    originals = [(c.name, call_arguments(c)) for m in conv.messages for c in m.blocks if isinstance(c, ToolCall)]
     assert [(c.name, c.arguments) for m in parsed.messages for c in m.blocks if isinstance(c, ToolCall)] == originals
 
 
@@ -644,15 +565,6 @@ def openai_reference(messages: list[dict], split: bool) -> list[dict]:
     return out
 
 
-def corpus_tools(tools: list[dict] | None) -> list[dict] | None:
-    """Tools in the documented layout (type, then name, description, parameters); API-only flags such as
-    `strict` are not content."""
-    if not tools:
-        return None
-    return [{"type": "function", "function": {k: t["function"][k] for k in ("name", "description", "parameters")
-                                              if k in t["function"]}} for t in tools]
-
-
 def official_supports(messages: list[dict], tools) -> bool:
     """Inside what the official template renders without losing or mislabelling anything, once
     text beside calls is split: string contents, known roles, one leading system message at most, a
@@ -671,27 +583,24 @@ def test_corpus_tau_bench_matches_official_and_parses_back(traj, llama, llama_hf
     conv = parse(traj, "openai-chat")
     assert official_supports(traj, None)
     ours = render(conv, llama3, llama)
-    text, ids = official_render(llama_hf, official_llama, openai_reference(traj, split=True), None)
+    text, ids = transformers_render(llama_hf, official_llama, openai_reference(traj, split=True), None)
     assert_same(text, ids, ours.text, ours.input_ids)
     check_roundtrip(conv, ours, llama3, llama)
     # drop-text is byte for byte the official template on the raw messages (it drops text beside calls)
     dropped = render(conv, llama3, llama, options=RenderOptions(calls=DROP_TEXT))
-    text, ids = official_render(llama_hf, official_llama, openai_reference(traj, split=False), None)
+    text, ids = transformers_render(llama_hf, official_llama, openai_reference(traj, split=False), None)
     assert_same(text, ids, dropped.text, dropped.input_ids)
     check_roundtrip(conv, dropped, llama3, llama)
 
 
 @pytest.mark.parametrize("body", params(request_bodies()))
 def test_corpus_request_bodies_render_and_parse_back(body, llama, llama_hf, llama3, official_llama):
-    try:
-        conv = parse(body)
-    except ShapeError as exc:  # not a conversation request (embeddings, count_tokens...): the codecs' call
-        pytest.skip(f"not a chat request: {exc.message[:80]}")
+    conv = parse_chat(body)
     ours = render(conv, llama3, llama)
     check_roundtrip(conv, ours, llama3, llama)
     if conv.meta.provider != "openai-chat":
         return
     messages, tools = body["messages"], corpus_tools(body.get("tools"))
     if official_supports(messages, tools):
-        text, ids = official_render(llama_hf, official_llama, openai_reference(messages, split=True), tools)
+        text, ids = transformers_render(llama_hf, official_llama, openai_reference(messages, split=True), tools)
         assert_same(text, ids, ours.text, ours.input_ids)
