@@ -424,18 +424,19 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", type=int, default=20_000, help="conversations in the agent-log workload")
+    parser.add_argument("--unique", type=int, default=5_000, help="conversations in the unique-turns workload")
     parser.add_argument("--distinct", type=int, default=5_000, help="conversations in the low-repetition workload")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for (a) and (c)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 600 and 300 conversations")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 600, 300 and 300 conversations")
     parser.add_argument("--keep", help="write workloads and outputs here (kept) instead of a temp dir")
     args = parser.parse_args()
     if args.quick:
-        args.agent, args.distinct = 600, 300
+        args.agent, args.unique, args.distinct = 600, 300, 300
     print(f"render_bench: {machine()}; workers={args.workers}")
     ok = True
     with tempfile.TemporaryDirectory(prefix="sftprep-render-bench-") as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
-        for kind, n in (("agent", args.agent), ("distinct", args.distinct)):
+        for kind, n in (("agent", args.agent), ("unique-turns", args.unique), ("distinct", args.distinct)):
             if n <= 0:
                 continue
             out = base / kind

@@ -57,8 +57,8 @@ def ensure_dir(path: str | Path) -> Path:
 
 
 # Rows are written as they come, a row group at a time, so memory holds one row group, never a shard.
-ROW_GROUP_ROWS = 1000
-ROW_GROUP_TOKENS = 4_000_000
+ROW_GROUP_ROWS = 256
+ROW_GROUP_TOKENS = 1_000_000
 # Dictionary encoding only where values repeat (it costs more than it saves on token ids).
 _DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger"]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import tokenizers as hf_tokenizers
 
@@ -443,7 +443,7 @@ class Segmented(NamedTuple):
     ids: list[int]
     char_starts: list[int]  # first character of each segment
     token_starts: list[int]  # first token of each segment
-    offsets: list[tuple[tuple[int, ...], tuple[int, ...]] | None]  # per segment (starts, ends), relative; None = one added token
+    offsets: list[tuple[Sequence[int], Sequence[int]] | None]  # per segment (starts, ends), relative; None = one added token
     lengths: list[int]  # characters per segment
     buffer: bytes = b""  # the ids as little-endian int32 (what writers store), joined from cached pieces
 
@@ -486,14 +486,19 @@ class Segmented(NamedTuple):
 class SegmentEncoder:
     """Encodes text as the concatenation of independently encoded segments: every added token is its
     own segment, and the text between two added tokens is tokenized alone. Pieces that repeat across a
-    dataset (system prompts, tool definitions) are served from a bounded LRU keyed by their text."""
+    dataset (system prompts, tool definitions) are served from an LRU keyed by their text, bounded both
+    in entries (`cache_size`) and in tokens (`cache_tokens`, about 50 bytes each), so its memory stays
+    flat whatever the input."""
 
-    def __init__(self, tokenizer: Tokenizer, cache_size: int = 4096):
+    def __init__(self, tokenizer: Tokenizer, cache_size: int = 4096, cache_tokens: int = 1_000_000):
         self.tokenizer = tokenizer
         self.cache_size = cache_size
+        self.cache_tokens = cache_tokens
         self.hits = 0
         self.misses = 0
-        self._cache: OrderedDict[str, tuple[list[int], tuple[int, ...], tuple[int, ...]]] = OrderedDict()
+        # piece -> (ids, token starts, token ends, ids as int32 bytes); offsets relative to the piece
+        self._cache: OrderedDict[str, tuple[list[int], array, array, bytes]] = OrderedDict()
+        self._cached_tokens = 0
         self._lock = threading.Lock()
         added = sorted(tokenizer.added_tokens, key=len, reverse=True)  # longest first = leftmost-longest
         self._split = re.compile("|".join(re.escape(t) for t in added)) if added else None
@@ -562,14 +567,16 @@ class SegmentEncoder:
                 for piece, encoding in zip(keys, encodings):
                     offs = encoding.offsets
                     seg_ids = encoding.ids
-                    value = (seg_ids, tuple(o[0] for o in offs), tuple(o[1] for o in offs), _int32_le(seg_ids))
+                    value = (seg_ids, array(_INT32, [o[0] for o in offs]), array(_INT32, [o[1] for o in offs]),
+                             _int32_le(seg_ids))
                     for i in missing[piece]:
                         out[i] = value
-                    if self.cache_size:
+                    if self.cache_size and len(seg_ids) <= self.cache_tokens:
                         self._cache[piece] = value
-                        while len(self._cache) > self.cache_size:
-                            self._cache.popitem(last=False)
+                        self._cached_tokens += len(seg_ids)
+                        while len(self._cache) > self.cache_size or self._cached_tokens > self.cache_tokens:
+                            self._cached_tokens -= len(self._cache.popitem(last=False)[1][0])
         return out
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "entries": len(self._cache)}
+        return {"hits": self.hits, "misses": self.misses, "entries": len(self._cache), "tokens": self._cached_tokens}
