@@ -260,13 +260,16 @@ def phase_bound(out: Path) -> dict:
             "same_ids": same}
 
 
-def phase_sftprep(workload: Path, out: Path, workers: int) -> dict:
+def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> dict:
+    """The default job, but: no token limit (the baseline trims nothing), no provider export and (unless
+    `qa`) no QA report (the baseline makes neither)."""
     from pipeline.config import load_config
     from pipeline.run import run_job
 
     config = load_config(None, {
-        "input.paths": [str(workload)], "output.dir": str(out / "sftprep"), "render.template": "chatml",
-        "render.tokenizer": "qwen2.5", "run.workers": workers, "shape.max_tokens": 0, "convert.to": ""})
+        "input.paths": [str(workload)], "output.dir": str(out / ("sftprep-qa" if qa else "sftprep")),
+        "render.template": "chatml", "render.tokenizer": "qwen2.5", "run.workers": workers, "shape.max_tokens": 0,
+        "convert.to": "", "output.qa_report": qa})
     started = time.perf_counter()
     result = run_job(config, progress=False)
     seconds = time.perf_counter() - started
@@ -281,14 +284,14 @@ def phase_sftprep(workload: Path, out: Path, workers: int) -> dict:
                         if c["rejected"] or c["filtered"]}}
 
 
-PHASES = {"baseline": phase_baseline, "bound": phase_bound, "sftprep": phase_sftprep}
+PHASES = {"baseline": phase_baseline, "bound": phase_bound, "sftprep": phase_sftprep,
+          "sftprep-qa": lambda workload, out, workers: phase_sftprep(workload, out, workers, qa=True)}
 
 
 def _child_main(argv: list[str]) -> None:
     name, workload, out, workers, result = argv
     fn = PHASES[name]
-    args = {"baseline": (Path(workload), Path(out), int(workers)), "bound": (Path(out),),
-            "sftprep": (Path(workload), Path(out), int(workers))}[name]
+    args = (Path(out),) if name == "bound" else (Path(workload), Path(out), int(workers))
     Path(result).write_text(json.dumps(fn(*args)))
 
 
@@ -378,7 +381,27 @@ def check_same(out: Path, workload: Path) -> dict:
             at = next(i for i, (a, b) in enumerate(zip(expected, mask)) if a != b)
             failures.append(f"row {row}: masks differ at token {at} ({tok.decode(ids[max(0, at - 5):at + 5])!r})")
     return {"rows_a": len(base["input_ids"]), "compared": compared, "ids_equal": ids_equal,
+            "repeated": repeated_share(base["input_ids"], min(tok.added_tokens.values())),
             "masks_equal": masks_equal, "newlines_cleared": cleared, "failures": failures}
+
+
+def repeated_share(rows: list[list[int]], first_added: int) -> float:
+    """Share of tokens lying in segments (runs between added tokens) that occurred in an earlier row or
+    earlier in the same row: what a segment cache can serve, given room."""
+    import numpy as np
+
+    seen: set[bytes] = set()
+    repeated = total = 0
+    for ids in rows:
+        array = np.asarray(ids, dtype=np.int32)
+        total += len(array)
+        for segment in np.split(array, np.flatnonzero(array >= first_added)):
+            key = hashlib.blake2b(segment.tobytes(), digest_size=12).digest()
+            if key in seen:
+                repeated += len(segment)
+            else:
+                seen.add(key)
+    return repeated / max(1, total)
 
 
 def machine() -> str:
@@ -397,19 +420,22 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def report(kind: str, n: int, a: dict, b: dict, c: dict, check: dict) -> bool:
-    rate = {k: v["conversations"] / v["seconds"] for k, v in (("a", a), ("b", b), ("c", c))}
-    tps = {k: v["tokens"] / v["seconds"] for k, v in (("a", a), ("b", b), ("c", c))}
+def report(kind: str, n: int, phases: dict[str, dict], check: dict) -> bool:
+    a, b, c = phases["a"], phases["b"], phases["c"]
+    labels = {"a": "(a) datasets.map + apply_chat_template", "b": "(b) encode_batch of the rendered texts",
+              "c": "(c) sftprep run", "c+qa": "(c) sftprep run, QA report included"}
+    rate = {key: data["conversations"] / data["seconds"] for key, data in phases.items()}
     print(f"\n== workload '{kind}': {n:,} conversations, {a['tokens']:,} tokens "
           f"({a['tokens'] / max(1, a['conversations']):,.0f} per conversation)")
     print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'peak RSS':>10}")
-    for key, label, data in (("a", "(a) datasets.map + apply_chat_template", a),
-                             ("b", "(b) encode_batch of the rendered texts", b),
-                             ("c", "(c) sftprep run", c)):
-        print(f"  {label:44} {data['seconds']:8.1f} {rate[key]:9,.0f} {tps[key]:12,.0f} {_mib(data['peak_rss']):>10}")
+    for key, data in phases.items():
+        print(f"  {labels[key]:44} {data['seconds']:8.1f} {rate[key]:9,.0f} {data['tokens'] / data['seconds']:12,.0f} "
+              f"{_mib(data['peak_rss']):>10}")
     print(f"  (c)/(a) = {rate['c'] / rate['a']:.2f}x    (c)/(b) = {rate['c'] / rate['b']:.2f}x   (conversations/s)")
     if c["rejected"] or c["filtered"]:
         print(f"  sftprep wrote {c['written']:,} of {c['conversations']:,}: {c['reasons']}")
+    print(f"  repetition: {check['repeated']:.1%} of the tokens are in segments (text between special tokens) seen "
+          f"earlier in the workload")
     print(f"  check: {check['compared']:,} rows compared, ids equal {check['ids_equal']:,}, masks equal "
           f"{check['masks_equal']:,} (after clearing {check['newlines_cleared']:,} newlines trl trains); "
           f"(b) re-encoded {b['same_ids']:,}/{b['conversations']:,} identically")
@@ -429,6 +455,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for (a) and (c)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 600, 300 and 300 conversations")
     parser.add_argument("--keep", help="write workloads and outputs here (kept) instead of a temp dir")
+    parser.add_argument("--with-qa", action="store_true", help="also time (c) with its QA report (on by default "
+                        "in sftprep run; neither (a) nor (b) makes one)")
     args = parser.parse_args()
     if args.quick:
         args.agent, args.unique, args.distinct = 600, 300, 300
@@ -444,10 +472,12 @@ def main() -> None:
             workload = out / "conversations.jsonl"
             write_workload(workload, kind, n)
             print(f"{kind}: {n:,} conversations, {workload.stat().st_size / 2**20:,.0f} MiB of JSONL", flush=True)
-            a = run_phase("baseline", workload, out, args.workers)
-            b = run_phase("bound", workload, out, args.workers)
-            c = run_phase("sftprep", workload, out, args.workers)
-            ok &= report(kind, n, a, b, c, check_same(out, workload))
+            phases = {"a": run_phase("baseline", workload, out, args.workers),
+                      "b": run_phase("bound", workload, out, args.workers),
+                      "c": run_phase("sftprep", workload, out, args.workers)}
+            if args.with_qa:
+                phases["c+qa"] = run_phase("sftprep-qa", workload, out, args.workers)
+            ok &= report(kind, n, phases, check_same(out, workload))
     sys.exit(0 if ok else 1)
 
 
