@@ -43,6 +43,12 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
     seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
+    # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
+    # garbage collector need not walk it over and over while results stream through (a fifth of the
+    # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     try:
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
@@ -58,6 +64,9 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
             partial.unlink(missing_ok=True)
         reporter.done(stats)
         raise
+    finally:
+        if freeze:
+            gc.unfreeze()
     rejects.close()
     stats.tally("output", "shards", len(shards))
     write_json(out / "stats.json", stats.to_dict())

@@ -178,7 +178,7 @@ def test_ctrl_c_stops_cleanly_without_half_files(tmp_path):
     big = tmp_path / "big.jsonl"
     lines = (DATA / "anthropic_requests.jsonl").read_text().splitlines()
     with open(big, "w") as handle:
-        for i in range(6000):  # distinct records, so nothing is deduplicated away
+        for i in range(40000):  # distinct records (nothing is deduplicated away), more than 6 s of work
             record = json.loads(lines[i % len(lines)])
             record["metadata"] = {"user_id": f"u{i}"}
             handle.write(json.dumps(record) + "\n")
