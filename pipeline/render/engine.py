@@ -187,8 +187,11 @@ def _strftime_now(fmt):
 
 def make_environment() -> ImmutableSandboxedEnvironment:
     """A sandbox configured as transformers' apply_chat_template configures it."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_Generation, jinja2.ext.loopcontrols])
+    return _configured(ImmutableSandboxedEnvironment)
+
+
+def _configured(env_class: type[jinja2.Environment]) -> jinja2.Environment:
+    env = env_class(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -198,6 +201,10 @@ def make_environment() -> ImmutableSandboxedEnvironment:
 
 
 _ENV = make_environment()
+# The built-in templates (files of this project) are trusted code: rendered without the sandbox's checks
+# on every attribute access and call, which cost a fifth of their render time. Same output; user
+# templates always run sandboxed.
+_TRUSTED_ENV = _configured(jinja2.Environment)
 
 
 @dataclass(frozen=True, eq=False)
@@ -211,7 +218,7 @@ class Template:
     @classmethod
     def compile(cls, name: str, source: str, family: Family = CUSTOM, builtin: bool = False) -> "Template":
         try:
-            compiled = _ENV.from_string(source)
+            compiled = (_TRUSTED_ENV if builtin else _ENV).from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"template '{name}' does not compile: {exc.message} (line {exc.lineno})",
                               code="bad_template") from None
