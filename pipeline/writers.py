@@ -66,8 +66,9 @@ _DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools
 class ShardWriter:
     """Rows to `data-00000.parquet` (or `.jsonl`) shards of at most `shard_size` rows each. Token columns
     (input_ids, labels, loss_mask) may be lists or numpy arrays; Arrow columns are built from them in
-    bulk. Row groups close after ROW_GROUP_ROWS rows or ROW_GROUP_TOKENS tokens: a function of the rows
-    alone, so the bytes written do not depend on how rows were batched on the way."""
+    bulk. A row without `labels` gets them here, from its ids and mask (-100 where masked), which spares
+    shipping them from the workers. Row groups close after ROW_GROUP_ROWS rows or ROW_GROUP_TOKENS
+    tokens: a function of the rows alone, so the bytes written do not depend on how rows were batched."""
 
     def __init__(self, directory: Path, fmt: str, shard_size: int):
         self.directory, self.fmt, self.shard_size = directory, fmt, max(1, shard_size)
@@ -86,6 +87,8 @@ class ShardWriter:
             if len(self.rows) >= ROW_GROUP_ROWS or self.tokens >= ROW_GROUP_TOKENS:
                 self._write_group()
         else:
+            if "labels" not in row:
+                row = {name: row[name] if name != "labels" else row_labels(row) for name in SCHEMA.names}
             self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self.in_shard += 1
         if self.in_shard >= self.shard_size:
@@ -135,23 +138,38 @@ class ShardWriter:
 
 def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
     """Rows as a table of SCHEMA, column by column; list columns from one concatenated buffer each."""
+    lists = {name: _list_values([row[name] for row in rows], SCHEMA.field(name).type.value_type)
+             for name in ("input_ids", "loss_mask")}
+    if any("labels" not in row for row in rows):  # derived for the whole group at once
+        offsets, ids = lists["input_ids"]
+        mask = lists["loss_mask"][1]
+        lists["labels"] = offsets, np.where(mask != 0, ids, np.int32(-100)).astype(np.int32)
+    else:
+        lists["labels"] = _list_values([row["labels"] for row in rows], pa.int32())
     columns = []
     for field in SCHEMA:
-        values = [row[field.name] for row in rows]
-        if pa.types.is_list(field.type):
-            columns.append(_list_column(values, field.type))
+        if field.name in lists:
+            offsets, values = lists[field.name]
+            columns.append(pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
+                                                    pa.array(values, type=field.type.value_type)))
         else:
-            columns.append(pa.array(values, type=field.type))
+            columns.append(pa.array([row[field.name] for row in rows], type=field.type))
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
-def _list_column(values: list[Any], type_: pa.ListType) -> pa.Array:
-    item = type_.value_type
+def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, concatenated values) of a list column."""
     dtype = item.to_pandas_dtype()
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum([len(v) for v in values], out=offsets[1:])
     flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)
-    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), pa.array(flat, type=item))
+    return offsets, flat
+
+
+def row_labels(row: dict[str, Any]) -> np.ndarray:
+    """The row's training labels: its ids, -100 where the mask is 0."""
+    mask = np.asarray(row["loss_mask"], dtype=np.int8)
+    return np.where(mask != 0, np.asarray(row["input_ids"], dtype=np.int32), np.int32(-100)).astype(np.int32)
 
 
 class JsonlFile:

@@ -75,3 +75,16 @@ def test_abort_leaves_only_finished_shards(tmp_path):
     writer.abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data-00000.parquet"]
     assert pq.read_table(tmp_path / "data-00000.parquet").num_rows == 3
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_labels_are_derived_when_a_row_has_none(tmp_path, fmt):
+    """Workers leave labels to the writer: the file is the one written from rows that carry them."""
+    (tmp_path / "given").mkdir()
+    (tmp_path / "derived").mkdir()
+    given = _write(tmp_path / "given", [_row(k, arrays=True) for k in range(30)], fmt)
+    rows = [_row(k, arrays=True) for k in range(30)]
+    for row in rows:
+        del row["labels"]
+    derived = _write(tmp_path / "derived", rows, fmt)
+    assert [p.read_bytes() for p in derived] == [p.read_bytes() for p in given]
