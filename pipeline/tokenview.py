@@ -272,8 +272,9 @@ def _view_table(view: View, *, ids: bool, colors: str):
                   expand=True, padding=(0, 1))
     table.add_column("span", no_wrap=True, width=label_width, header_style="bold")
     rendered = view.rendered
-    table.add_column(Text(f"{rendered.template} · {rendered.tokenizer} · {len(rendered.input_ids)} tokens, "
-                          f"{view.trained} trained"), header_style="bold", overflow="fold", ratio=1)
+    table.add_column(Text(f"{_short(rendered.template)} · {_short(rendered.tokenizer)} · "
+                          f"{len(rendered.input_ids)} tokens, {view.trained} trained"),
+                     header_style="bold", overflow="fold", ratio=1)
     for row in view.rows:
         table.add_row(Text(row.label, style=_KIND_STYLE.get(row.span.kind, "")), row_text(row, ids=ids, colors=colors))
     return table
@@ -456,3 +457,8 @@ def html_page(records: Iterable[RecordView], *, ids: bool = False, mask: str | N
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
             f"<h1>{_e(title)}</h1><div class=\"meta\">{subtitle}</div>{_LEGEND}{''.join(body)}</body></html>\n")
+
+
+def _short(name: str) -> str:
+    """A template or tokenizer given as a file path is headed by its file name: the column is narrow."""
+    return name.rsplit("/", 1)[-1] if "/" in name else name
