@@ -427,8 +427,11 @@ _DEFINITIONS: dict[bytes, _Definition] = {}
 _DEFINITIONS_MAX = 2048
 
 
-def _cached_definition(tool: Tool) -> _Definition:
-    key = msgspec.msgpack.encode(tool)  # exact for JSON values (floats, NaN and ints kept apart)
+def _cached_definition(tool: Tool) -> dict[str, Any]:
+    try:
+        key = msgspec.msgpack.encode(tool)  # exact for JSON values (floats, NaN and ints kept apart)
+    except (TypeError, ValueError, msgspec.EncodeError):  # not plain data: built afresh, uncached
+        return tool_definition(tool)
     hit = _DEFINITIONS.get(key)
     if hit is None:
         hit = _Definition(tool_definition(tool))

@@ -362,6 +362,7 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
     seg = encoder.encode(text, pieces)
     eot_ids = {tid for tid in (tokenizer.token_id(t) for t in _eot_tokens(family, tokenizer)) if tid is not None}
     regions = _regions(found, blocks, pieces, eot_ids, conv)
+    seg.index(_boundaries(text, blocks, found, regions))
     spans = _spans(text, blocks, regions, seg)
     trained = _trained_messages(conv, regions, mask, blocks)
     loss_mask = _mask(regions, blocks, trained, mask, seg)
@@ -456,6 +457,17 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
         eot = eot_pieces[i] if i < len(eot_pieces) and (next_start is None or eot_pieces[i][0] < next_start) else None
         regions.append(_Region(start, eot[1] if eot else end, mi, eot))
     return regions
+
+
+def _boundaries(text: str, blocks, found: _Found, regions: list[_Region]) -> list[int]:
+    """Every character position spans, masks and checks map to tokens: looked up in one pass."""
+    out = [0, len(text)]
+    for start, end, _ in blocks:
+        out += (start, end)
+    out += (start for start, _ in found.anchors)
+    for g in regions:
+        out += (g.start, g.end) if g.eot is None else (g.start, g.end, *g.eot)
+    return out
 
 
 def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Span]:

@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+import numpy as np
 import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
@@ -427,6 +428,8 @@ def _load_hub(repo_id: str) -> Tokenizer:
 # --- segment encoding ------------------------------------------------------------------------------
 
 _INT32 = "i" if array("i").itemsize == 4 else "l"
+_INT32_NP = np.dtype(np.int32)  # native order, as array(_INT32) stores
+_ZERO = array(_INT32, [0])
 
 
 def _int32_le(ids: list[int]) -> bytes:
@@ -446,9 +449,35 @@ class Segmented(NamedTuple):
     offsets: list[tuple[Sequence[int], Sequence[int]] | None]  # per segment (starts, ends), relative; None = one added token
     lengths: list[int]  # characters per segment
     buffer: bytes = b""  # the ids as little-endian int32 (what writers store), joined from cached pieces
+    # Each token's start and end within its segment, as native int32, for `index`.
+    relative_starts: bytes = b""
+    relative_ends: bytes = b""
+    # Answers computed in bulk by `index`, for the positions a render asks about: pos -> token.
+    starting: dict[int, int] | None = None
+    ending: dict[int, int] | None = None
+
+    def index(self, positions: Iterable[int]) -> None:
+        """Answer `first_token_starting_at` and `first_token_ending_after` for these positions in one
+        vectorized pass (the methods then look them up). Over the whole text, the tokens' absolute
+        starts and ends are sorted, so: tokens starting at or after pos = count of starts below pos;
+        first ending after pos = count of ends at or below pos."""
+        if self.starting is None or self.ending is None or not self.ids:
+            return
+        counts = np.diff(np.array([*self.token_starts, len(self.ids)], dtype=np.int64))
+        base = np.repeat(np.array(self.char_starts, dtype=np.int64), counts)
+        starts = np.frombuffer(self.relative_starts, dtype=_INT32_NP) + base
+        ends = np.frombuffer(self.relative_ends, dtype=_INT32_NP) + base
+        wanted = np.array(sorted(set(positions)), dtype=np.int64)
+        keys = wanted.tolist()
+        self.starting.update(zip(keys, np.searchsorted(starts, wanted, "left").tolist()))
+        self.ending.update(zip(keys, np.searchsorted(ends, wanted, "right").tolist()))
 
     def first_token_ending_after(self, pos: int) -> int:
         """Index of the first token whose characters end after `pos` (the token holding char `pos`)."""
+        if self.ending:
+            found = self.ending.get(pos)
+            if found is not None:
+                return found
         seg = bisect_right(self.char_starts, pos) - 1
         if seg < 0:
             return 0
@@ -460,6 +489,10 @@ class Segmented(NamedTuple):
 
     def first_token_starting_at(self, pos: int) -> int:
         """Index of the first token that starts at or after `pos`."""
+        if self.starting:
+            found = self.starting.get(pos)
+            if found is not None:
+                return found
         seg = bisect_right(self.char_starts, pos) - 1
         if seg < 0:
             return 0
@@ -528,6 +561,8 @@ class SegmentEncoder:
         encoded = self._encode_texts(texts)
         ids: list[int] = []
         buffers: list[bytes] = []
+        rel_starts: list[Any] = []
+        rel_ends: list[Any] = []
         char_starts, token_starts, offsets, lengths = [], [], [], []
         token_bytes = self._token_bytes
         k = 0
@@ -539,13 +574,18 @@ class SegmentEncoder:
                 ids.append(token)
                 offsets.append(None)
                 buffers.append(token_bytes[token])
+                rel_starts.append(_ZERO)
+                rel_ends.append(array(_INT32, [end - start]))
             else:
                 seg_ids, starts, ends, buffer = encoded[k]
                 k += 1
                 ids.extend(seg_ids)
                 offsets.append((starts, ends))
                 buffers.append(buffer)
-        return Segmented(ids, char_starts, token_starts, offsets, lengths, b"".join(buffers))
+                rel_starts.append(starts)
+                rel_ends.append(ends)
+        return Segmented(ids, char_starts, token_starts, offsets, lengths, b"".join(buffers), b"".join(rel_starts),
+                         b"".join(rel_ends), {}, {})
 
     def _encode_texts(self, texts: list[str]):
         out: list[Any] = [None] * len(texts)
@@ -571,7 +611,7 @@ class SegmentEncoder:
                              _int32_le(seg_ids))
                     for i in missing[piece]:
                         out[i] = value
-                    if self.cache_size and len(seg_ids) <= self.cache_tokens:
+                    if self.cache_size and len(seg_ids) <= self.cache_tokens and piece not in self._cache:
                         self._cache[piece] = value
                         self._cached_tokens += len(seg_ids)
                         while len(self._cache) > self.cache_size or self._cached_tokens > self.cache_tokens:

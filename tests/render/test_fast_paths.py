@@ -136,3 +136,25 @@ def test_added_token_buffers_sit_between_cached_pieces(qwen):
     segmented = tk.SegmentEncoder(qwen).encode(text)
     assert segmented.buffer == _int32(qwen.backend.encode(text, add_special_tokens=False).ids)
 
+
+
+_texts = st.lists(st.one_of(st.text(max_size=30), st.sampled_from(["<|im_start|>", "<|im_end|>", "<tool_call>", "\n",
+                                                                  "é\u0301", "e\u0301", "日本", "\U0001F600", "  \n"])),
+                  max_size=10).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_texts)
+def test_indexed_lookups_equal_the_per_position_ones(text):
+    """Positions answered in bulk (`Segmented.index`) agree with the per-position bisects, at every
+    character position of texts with special tokens, combining marks and multi-byte characters."""
+    qwen = load_tokenizer("qwen2.5")
+    encoder = tk.SegmentEncoder(qwen)
+    plain = encoder.encode(text)
+    indexed = encoder.encode(text)
+    positions = range(-1, len(text) + 2)
+    indexed.index(positions)
+    assert len(indexed.starting) == len(positions) or not text
+    for pos in positions:
+        assert indexed.first_token_starting_at(pos) == plain._replace(starting=None).first_token_starting_at(pos)
+        assert indexed.first_token_ending_after(pos) == plain._replace(ending=None).first_token_ending_after(pos)
