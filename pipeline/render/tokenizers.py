@@ -296,12 +296,23 @@ class Tokenizer:
         return PreTrainedTokenizerFast(tokenizer_object=self.backend.__class__.from_str(self.backend.to_str()),
                                        **kwargs)
 
+    def _pipeline_config(self) -> dict[str, Any]:
+        """The tokenizer.json keys `segmentable` reads: added tokens, normalizer, pre-tokenizer. Read from
+        the components, not by serializing the whole tokenizer (its vocabulary makes that half a second)."""
+        try:
+            added = [{"lstrip": t.lstrip, "rstrip": t.rstrip, "single_word": t.single_word, "normalized": t.normalized}
+                     for t in self.backend.get_added_tokens_decoder().values()]
+            return {"added_tokens": added, "normalizer": _component(self.backend.normalizer),
+                    "pre_tokenizer": _component(self.backend.pre_tokenizer)}
+        except (AttributeError, TypeError, ValueError):  # a tokenizers version without these accessors
+            return json.loads(self.backend.to_str())
+
     @cached_property
     def segmentable(self) -> bool:
         """Whether encoding the pieces between added tokens separately gives the ids of the whole text.
         True for byte-level BPE with a regex pre-tokenizer; not for e.g. Metaspace tokenizers that
         prepend a marker to the first piece only, nor for added tokens that strip their neighbours."""
-        config = json.loads(self.backend.to_str())
+        config = self._pipeline_config()
         for token in config.get("added_tokens") or ():
             if token.get("lstrip") or token.get("rstrip") or token.get("single_word"):
                 return False
@@ -312,6 +323,10 @@ class Tokenizer:
         return (_types_within(config.get("normalizer"), "normalizers", safe_normalizers)
                 and _types_within(config.get("pre_tokenizer"), "pretokenizers", safe_pre)
                 and not _byte_level_prefix_space(config.get("pre_tokenizer")))
+
+
+def _component(part: Any) -> Any:
+    return None if part is None else json.loads(part.__getstate__())
 
 
 def _types_within(node: Any, child_key: str, allowed: set[str]) -> bool:

@@ -158,3 +158,14 @@ def test_indexed_lookups_equal_the_per_position_ones(text):
     for pos in positions:
         assert indexed.first_token_starting_at(pos) == plain._replace(starting=None).first_token_starting_at(pos)
         assert indexed.first_token_ending_after(pos) == plain._replace(ending=None).first_token_ending_after(pos)
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama3", "gpt-oss"])
+def test_segmentable_reads_the_same_config_as_tokenizer_json(name):
+    """`segmentable` reads the components instead of serializing the whole tokenizer: same facts."""
+    tok = load_tokenizer(name)
+    full = json.loads(tok.backend.to_str())
+    parts = tok._pipeline_config()
+    assert parts["normalizer"] == full["normalizer"] and parts["pre_tokenizer"] == full["pre_tokenizer"]
+    keys = ("lstrip", "rstrip", "single_word", "normalized")
+    assert parts["added_tokens"] == [{k: t[k] for k in keys} for t in full["added_tokens"]]
