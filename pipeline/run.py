@@ -86,8 +86,8 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
 
 
 def _batches(paths: list[Path], config: JobConfig, reporter: "_Progress") -> Iterator[list[RawRecord]]:
-    """Records in input order, in batches. This may run in a pool's feeder thread, so it only reads:
-    every count and every file write happens in the main thread as results come back in order."""
+    """Records in input order, in batches. It only reads: every count and every file write happens as
+    results come back, in order."""
     batch: list[RawRecord] = []
     shape = None if config.input.shape == "auto" else config.input.shape
     limit = config.input.max_record_mb * 1024 * 1024
