@@ -186,7 +186,7 @@ class _Workers:
     so memory stays flat however large the input (or slow the writing) is."""
 
     def __init__(self, count: int, config: JobConfig):
-        context = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+        context = multiprocessing.get_context(_start_method())
         self.connections: list[Any] = []
         self.processes: list[Any] = []
         self.finished = False
@@ -244,6 +244,15 @@ class _Workers:
             if process.is_alive():
                 process.kill()
                 process.join()
+
+
+def _start_method() -> str:
+    """fork on Linux when this process runs no other thread: the workers start with the modules,
+    tokenizer and template already loaded (a second each otherwise). forkserver otherwise: forking a
+    process whose other threads may hold locks is not safe."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if sys.platform != "win32" else "spawn"
 
 
 def _worker_main(connection: Any, config: JobConfig) -> None:
