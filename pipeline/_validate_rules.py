@@ -59,53 +59,73 @@ class Context:
 
 def check_schema_rules(ctx: Context) -> Iterator[Found]:
     """invalid_tool_schema once per broken tool schema; arguments_schema per call that breaks a valid one."""
-    broken: set[str] = set()
+    usable: dict[str, tuple[int, bytes | None, Any]] = {}  # tool name -> (index, schema key, validator)
     for name, (ti, tool) in ctx.tools.items():
         if tool.kind != "function" or tool.parameters is UNSET or tool.parameters is None:
             continue
-        _, problem = compiled(tool.parameters)
+        key, validator, problem = compiled(tool.parameters)
         if problem is not None:
-            broken.add(name)
             yield ("invalid_tool_schema", (-1, ti), f"$.tools[{ti}].parameters",
                    f"schema of tool '{name}' is not valid JSON Schema ({problem}): fix it, calls to it go unchecked",
                    {})
+            continue
+        usable[name] = (ti, key, validator)
     for where, call in ctx.call_list:
-        if call.kind != "function" or not isinstance(call.arguments, dict) or call.name in broken:
+        if call.kind != "function" or not isinstance(call.arguments, dict) or call.name not in usable:
             continue
-        entry = ctx.tools.get(call.name)
-        if entry is None:
-            continue
-        ti, tool = entry
-        if tool.kind != "function" or tool.parameters is UNSET or tool.parameters is None:
-            continue
-        validator, _ = compiled(tool.parameters)
+        ti, key, validator = usable[call.name]
         try:
-            error = _first_error(validator, call.arguments)
+            error = _arguments_error(key, validator, call.arguments)
         except Exception as exc:  # noqa: BLE001  a schema can fail only when applied (unresolvable $ref, bad regex)
-            broken.add(call.name)
+            del usable[call.name]
             yield ("invalid_tool_schema", (-1, ti), f"$.tools[{ti}].parameters",
                    f"schema of tool '{call.name}' cannot be applied ({_short(str(exc) or type(exc).__name__)}): "
                    "fix it, calls to it go unchecked", {})
             continue
         if error is not None:
-            at = error.json_path
+            at, message = error
             yield ("arguments_schema", where, block_path(*where) + ".arguments" + at[1:],
-                   f"arguments of '{call.name}' break its schema at {at}: {_short(error.message)}: fix the "
+                   f"arguments of '{call.name}' break its schema at {at}: {_short(message)}: fix the "
                    "arguments (or the schema)", {})
 
 
-def _first_error(validator: Any, instance: Any) -> Any:
+def _arguments_error(schema_key: bytes | None, validator: Any, arguments: dict) -> tuple[str, str] | None:
+    """(JSON path, message) of the most relevant error, or None. Logged agent sessions repeat the same
+    calls many times over: answers are cached by schema and arguments (as JSON, key order kept, which
+    can change the message)."""
+    if schema_key is not None:
+        try:
+            args_key = orjson.dumps(arguments)
+        except TypeError:
+            pass
+        else:
+            if len(args_key) <= _CACHED_ARGUMENTS_MAX:
+                return _arguments_error_cached(schema_key, args_key)
+    return _first_error(validator, arguments)
+
+
+_CACHED_ARGUMENTS_MAX = 4096  # bytes of arguments JSON; larger ones are checked every time
+
+
+@lru_cache(maxsize=8192)
+def _arguments_error_cached(schema_key: bytes, args_key: bytes) -> tuple[str, str] | None:
+    return _first_error(_compile_cached(schema_key)[0], orjson.loads(args_key))
+
+
+def _first_error(validator: Any, instance: Any) -> tuple[str, str] | None:
     from jsonschema.exceptions import best_match
-    return best_match(validator.iter_errors(instance))
+    error = best_match(validator.iter_errors(instance))
+    return None if error is None else (error.json_path, error.message)
 
 
-def compiled(schema: Any) -> tuple[Any, str | None]:
-    """(validator, None) or (None, what is wrong). Schemas repeat across a dataset: cached by content."""
+def compiled(schema: Any) -> tuple[bytes | None, Any, str | None]:
+    """(cache key, validator, None) or (cache key, None, what is wrong). Schemas repeat across a dataset:
+    cached by content, the key being canonical JSON (None when the schema is not plain JSON data)."""
     try:
         key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:
-        return _compile(schema)
-    return _compile_cached(key)
+        return (None, *_compile(schema))
+    return (key, *_compile_cached(key))
 
 
 @lru_cache(maxsize=1024)

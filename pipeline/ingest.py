@@ -158,9 +158,10 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
 
 
 def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
-             max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[RawRecord]:
+             max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, defer: bool = False) -> Iterator[RawRecord]:
     """Every record of every file, undecoded ones included. An HTTP recording's exchanges are records
-    of their own, each with its own source; a session log is one record."""
+    of their own, each with its own source; a session log is one record. With `defer`, records of JSON
+    files come as bytes, to be decoded and split where they are parsed (`expand`)."""
     for path in paths:
         if shape == "session" or (shape is None and is_session_log(path)):
             yield _session_record(path)
@@ -168,12 +169,21 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
             continue
-        for raw in read_records(path, max_record_bytes=max_record_bytes):
-            if raw.error is None and is_recording(raw.value):
-                for i, interaction in enumerate(raw.value["interactions"]):
-                    yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
-            else:
+        for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer):
+            if raw.deferred:
                 yield raw
+            else:
+                yield from expand(raw)
+
+
+def expand(raw: RawRecord) -> Iterator[RawRecord]:
+    """A record decoded, and an HTTP recording split into one record per exchange."""
+    raw = raw.decoded()
+    if raw.error is None and is_recording(raw.value):
+        for i, interaction in enumerate(raw.value["interactions"]):
+            yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
+    else:
+        yield raw
 
 
 def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,

@@ -10,7 +10,7 @@ import gzip
 import re
 import zlib
 from pathlib import Path
-from typing import IO, Any, Iterator, NamedTuple
+from typing import IO, Any, Callable, Iterator, NamedTuple
 
 import orjson
 
@@ -22,9 +22,18 @@ _CHUNK = 1 << 20
 
 class RawRecord(NamedTuple):
     source: str  # FILE:LINE (FILE:LINE#N when several records start on one line)
-    value: Any  # the decoded JSON value, or None when `error` is set
+    value: Any  # the decoded JSON value, or None when `error` is set or decoding is deferred
     error: InputError | None = None
     raw: bytes | None = None  # the undecodable bytes, kept for the rejects file (truncated)
+    deferred: bool = False  # `raw` holds the record's whole bytes, not decoded yet (see `decoded`)
+
+    def decoded(self) -> "RawRecord":
+        """This record with its bytes decoded (itself when not deferred). Deferring lets a reader hand
+        bytes to the process that will parse them: cheaper to ship than the decoded value."""
+        return decode(self.raw, self.source) if self.deferred else self
+
+
+Emit = Callable[[bytes, str], RawRecord]  # bytes + source -> record (decoded now, or deferred)
 
 
 def open_bytes(path: str | Path) -> IO[bytes]:
@@ -37,17 +46,20 @@ def open_bytes(path: str | Path) -> IO[bytes]:
     return handle
 
 
-def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[RawRecord]:
+def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 defer: bool = False) -> Iterator[RawRecord]:
     """Records of one file. `.jsonl` (or `.jsonl.gz`, `.ndjson`): one per line. Anything else: one JSON
-    document, which is a record, or a top-level array whose elements are records."""
+    document, which is a record, or a top-level array whose elements are records. With `defer`, records
+    come undecoded (`RawRecord.decoded()` decodes them)."""
+    emit = _deferred if defer else decode
     name = str(path)
     stem = name[:-3] if name.endswith(".gz") else name
     try:
         with open_bytes(path) as stream:
             if stem.endswith((".jsonl", ".ndjson")):
-                yield from _jsonl(stream, name, max_record_bytes)
+                yield from _jsonl(stream, name, max_record_bytes, emit)
             else:
-                yield from _json_document(stream, name, max_record_bytes)
+                yield from _json_document(stream, name, max_record_bytes, emit)
     except (OSError, EOFError, zlib.error) as exc:
         # A corrupt or truncated gzip surfaces mid-read: report it and stop this file only.
         yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
@@ -60,6 +72,10 @@ def decode(data: bytes, source: str) -> RawRecord:
         return RawRecord(source, None, _decode_error(data, exc, source), data[:4096])
 
 
+def _deferred(data: bytes, source: str) -> RawRecord:
+    return RawRecord(source, None, None, data, deferred=True)
+
+
 def _decode_error(data: bytes, exc: Exception, source: str) -> InputError:
     try:
         data.decode("utf-8")
@@ -69,7 +85,7 @@ def _decode_error(data: bytes, exc: Exception, source: str) -> InputError:
     return InputError(f"invalid JSON: {exc}", source=source, code="invalid_json")
 
 
-def _jsonl(stream: IO[bytes], name: str, limit: int) -> Iterator[RawRecord]:
+def _jsonl(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
     line_no = 0
     while True:
         line = stream.readline(limit + 1)
@@ -84,7 +100,7 @@ def _jsonl(stream: IO[bytes], name: str, limit: int) -> Iterator[RawRecord]:
                 code="record_too_large"))
             continue
         if line.strip():
-            yield decode(line, source)
+            yield emit(line, source)
 
 
 def _skip_line(stream: IO[bytes]) -> int:
@@ -102,7 +118,7 @@ _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[\[\]{}\n]', re.S)
 _SCALAR = re.compile(rb"[^\s,\[\]{}\"]+")
 
 
-def _json_document(stream: IO[bytes], name: str, limit: int) -> Iterator[RawRecord]:
+def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
     head = stream.read(_CHUNK)
     if head.lstrip()[:1] != b"[":
         data = head + stream.read(limit + 1 - len(head)) if len(head) <= limit else head
@@ -110,12 +126,12 @@ def _json_document(stream: IO[bytes], name: str, limit: int) -> Iterator[RawReco
             yield RawRecord(f"{name}:1", None, InputError(
                 f"document is over the limit of {limit:,} bytes", source=f"{name}:1", code="record_too_large"))
             return
-        yield decode(data, f"{name}:1")
+        yield emit(data, f"{name}:1")
         return
-    yield from _array_elements(head, stream, name, limit)
+    yield from _array_elements(head, stream, name, limit, emit)
 
 
-def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int) -> Iterator[RawRecord]:
+def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
     """Split a top-level array into its elements, reading chunk by chunk."""
     line = 1  # line number at `pos`
     depth = 0
@@ -146,12 +162,12 @@ def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int) -> 
         if start is None and depth == 1:
             # Scalars directly inside the array are records too (the shape check rejects them).
             for scalar in _SCALAR.finditer(buffer, pos, match.start()):
-                yield _element(scalar.group(), name, line, per_line)
+                yield _element(scalar.group(), name, line, per_line, emit)
         token = match.group()
         line += token.count(b"\n")
         if token[:1] == b'"':
             if depth == 1 and start is None:
-                yield _element(token, name, line, per_line)
+                yield _element(token, name, line, per_line, emit)
         elif token in (b"[", b"{"):
             depth += 1
             if depth == 2 and start is None:
@@ -159,7 +175,7 @@ def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int) -> 
         elif token in (b"]", b"}"):
             depth -= 1
             if depth == 1 and start is not None:
-                yield _element(buffer[start:match.end()], name, start_line, per_line)
+                yield _element(buffer[start:match.end()], name, start_line, per_line, emit)
                 start = None
             elif depth == 0:
                 return
@@ -168,8 +184,8 @@ def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int) -> 
                                                         source=f"{name}:{line}", code="invalid_json"))
 
 
-def _element(data: bytes, name: str, line: int, per_line: dict[int, int]) -> RawRecord:
+def _element(data: bytes, name: str, line: int, per_line: dict[int, int], emit: Emit) -> RawRecord:
     n = per_line.get(line, 0)
     per_line[line] = n + 1
     source = f"{name}:{line}" if n == 0 else f"{name}:{line}#{n}"
-    return decode(data, source)
+    return emit(data, source)

@@ -92,7 +92,8 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "_Progress") -> Ite
     shape = None if config.input.shape == "auto" else config.input.shape
     limit = config.input.max_record_mb * 1024 * 1024
     for path in paths:
-        for raw in iter_raw([path], shape=shape, max_record_bytes=limit):
+        # Deferred: the workers decode the bytes (shipping bytes costs far less than pickled values).
+        for raw in iter_raw([path], shape=shape, max_record_bytes=limit, defer=True):
             batch.append(raw)
             if len(batch) >= config.run.batch_size:
                 yield batch

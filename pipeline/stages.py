@@ -10,15 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 import msgspec
-import orjson
 
 from .config import JobConfig
-from .conversation import Conversation, ToolCall, iter_blocks, to_builtins
+from .conversation import Conversation, ToolCall, iter_blocks
 from .errors import SftprepError
-from .ingest import parse_record
+from .ingest import expand, parse_record
 from .readers import RawRecord
 from .stats import Stats
 from .validate import Issue, ValidateConfig, validate
+
+
+_ENCODER = msgspec.json.Encoder(order="deterministic")  # canonical JSON: digests and the conversation column
 
 
 class Outcome(NamedTuple):
@@ -165,9 +167,11 @@ WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ..
 
 
 def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
-    """Worker side: every record through read..render. Counts each stage's in/passed/rejected/filtered."""
+    """Worker side: every record (decoded and split here when the reader deferred it) through
+    read..render. Counts each stage's in/passed/rejected/filtered."""
     stats = Stats()
-    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error) for raw in raws]
+    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
+             for deferred in raws for raw in expand(deferred)]
     for item in items:
         for name, steps in WORKER_STAGES:
             counts = stats.stages[name]
@@ -202,9 +206,9 @@ def _undecoded(raw: RawRecord) -> Any:
 def content_digest(conv: Conversation) -> str:
     """Exact-duplicate key: the canonical content, without where it came from."""
     core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET)
-    return hashlib.blake2b(msgspec.json.encode(core, order="deterministic"), digest_size=16).hexdigest()
+    return hashlib.blake2b(_ENCODER.encode(core), digest_size=16).hexdigest()
 
 
 def conversation_json(conv: Conversation) -> str:
-    return orjson.dumps(to_builtins(msgspec.structs.replace(conv, original=msgspec.UNSET))).decode()
+    return _ENCODER.encode(msgspec.structs.replace(conv, original=msgspec.UNSET)).decode()
 

@@ -13,7 +13,8 @@ from corpus import CORPUS, require_corpus
 from pipeline import formats
 from pipeline.conversation import Reasoning, Text, ToolCall, ToolResult
 from pipeline.errors import SftprepError
-from pipeline.ingest import expand_paths, iter_parsed, parse_record
+from test_readers import comparable
+from pipeline.ingest import expand, expand_paths, iter_parsed, iter_raw, parse_record
 
 REQUEST = {"model": "claude-sonnet-4-5", "max_tokens": 256,
            "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}],
@@ -93,6 +94,23 @@ def test_recording_file_explodes_into_exchanges(tmp_path):
     got = list(iter_parsed([path]))
     assert [p.source.rsplit("#", 1)[1] for p in got] == ["interactions[0]", "interactions[1]"]
     assert got[0].conversation is not None and got[1].error.code == "failed_exchange"
+
+
+def test_deferred_reading_then_expand_equals_eager_reading(tmp_path):
+    """`sftprep run` reads records undecoded and lets workers decode and split them (`expand`): the
+    records that come out are the eager reader's, recordings in a JSONL line included."""
+    recording = {"interactions": [{"request": REQUEST, "response": RESPONSE}, {"request": REQUEST, "response": RESPONSE}]}
+    (tmp_path / "rec.jsonl").write_text(json.dumps(recording) + "\n" + json.dumps(REQUEST) + "\nnot json\n")
+    inputs = [str(tmp_path), str(Path(__file__).parent.parent / "data")]
+    if CORPUS.is_dir():
+        inputs.append(str(CORPUS))
+    paths = expand_paths(inputs)
+    eager = list(iter_raw(paths))
+    deferred = list(iter_raw(paths, defer=True))
+    assert any(r.deferred for r in deferred)
+    assert [comparable(r) for d in deferred for r in expand(d)] == [comparable(r) for r in eager]
+    sources = [r.source.rsplit("/", 1)[1] for r in eager if "rec.jsonl" in r.source]
+    assert sources == ["rec.jsonl:1#interactions[0]", "rec.jsonl:1#interactions[1]", "rec.jsonl:2", "rec.jsonl:3"]
 
 
 def test_error_body_and_trajectory_wrapper():

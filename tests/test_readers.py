@@ -59,6 +59,24 @@ def test_jsonl_bad_lines_do_not_stop_the_file(tmp_path):
     assert got[2].error.code == "invalid_utf8" and "0xff" in got[2].error.message
 
 
+def test_deferred_records_decode_to_what_the_eager_reader_gives(tmp_path):
+    (tmp_path / "x.jsonl").write_bytes(b'{"a": 1}\n\nnot json\n{"s": "\xff"}\n{"b": [2]}')
+    (tmp_path / "doc.json").write_bytes(b'{"c": 3}')
+    (tmp_path / "arr.json").write_bytes(b'[{"d": 4}, 5, "six", {"e": 7}]')
+    for path in sorted(tmp_path.iterdir()):
+        eager = list(readers.read_records(path))
+        deferred = list(readers.read_records(path, defer=True))
+        assert all(r.deferred and r.value is None and r.error is None for r in deferred)
+        assert [comparable(r.decoded()) for r in deferred] == [comparable(r) for r in eager]
+        assert [r.decoded() for r in eager] == eager  # decoding a decoded record returns it
+
+
+def comparable(raw: readers.RawRecord) -> tuple:
+    """A record with its error as plain data (exceptions compare by identity)."""
+    error = raw.error and (raw.error.code, raw.error.message, raw.error.path, raw.error.source)
+    return raw._replace(error=error)
+
+
 def test_oversized_line_is_rejected_and_skipped(tmp_path):
     path = tmp_path / "big.jsonl"
     path.write_bytes(b'{"x": "' + b"a" * 5000 + b'"}\n{"ok": 1}\n')

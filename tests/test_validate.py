@@ -162,6 +162,18 @@ def test_schema_follows_the_declared_draft_and_reports_broken_schemas_once():
     assert [code for code, _ in codes(c)] == ["invalid_tool_schema"]
 
 
+def test_repeated_calls_get_their_own_answers():
+    """Argument checks are cached by schema and arguments: equal calls get equal answers, and values
+    JSON tells apart (1, true, "1") are not confused."""
+    count = Tool(name="get_weather", parameters={"type": "object", "properties": {"days": {"type": "integer"}}})
+    args = [{"days": 1}, {"days": True}, {"days": 1}, {"days": "1"}, {"days": True}, {"days": 2}]
+    calls = [call(cid=f"c{i}", pid=f"call_{i}", args=a) for i, a in enumerate(args)]
+    results = [result(cid=f"c{i}", pid=f"call_{i}") for i in range(len(args))]
+    c = conv(Q, asst(*calls), tool(*results), A, tools=(count,))
+    for _ in range(2):  # the second pass answers from the cache
+        assert codes(c) == [("arguments_schema", f"$.messages[1].blocks[{i}].arguments.days") for i in (1, 3, 4)]
+
+
 def test_reasoning_state_rules_per_origin():
     signed = Reasoning(text="think", signature="x" * 40, origin="anthropic")
     unsigned = Reasoning(text="think", origin="anthropic")
