@@ -6,17 +6,22 @@
   (b) bound: `tokenizers.Tokenizer.encode_batch` over the already-rendered texts (tokenizing everything);
   (c) `sftprep run` (pipeline.run.run_job): chatml + qwen2.5, Parquet out, workers = cores.
 
-    python bench/render_bench.py [--quick] [--agent N] [--distinct N] [--workers N] [--keep DIR]
+    python bench/render_bench.py [--quick] [--agent N] [--unique N] [--distinct N] [--workers N] [--repeat N]
+                                 [--keep DIR]
 
 Workloads, written to a temporary directory (never into the repo) from the tau-bench airline trajectories
 of the corpus (SFTPREP_CORPUS, default ../shared/corpus):
-  agent     trajectories scaled up to N conversations; every user message, tool result and assistant text
-            carries a per-conversation tag, so only the system prompt, the tool definitions, the template
-            scaffolding and the tool-call bodies of the replicated trajectories repeat;
-  distinct  the same, plus a distinct system prompt and tool order per conversation (little repetition).
+  agent         the 120 trajectories scaled up to N conversations (--agent, 20,000 by default), the first
+                user message of each tagged with the conversation's number: logs of repeated sessions, or of
+                every request of a session, repeat everything else (system prompt, tools, turns);
+  unique-turns  every user, tool and assistant text tagged: only the system prompt, the tool definitions,
+                the template scaffolding and the tool-call bodies repeat;
+  distinct      unique-turns plus a distinct system prompt and tool order per conversation (little
+                repetition).
 
 Each measured phase runs in its own child process, started from this one, so that its peak memory (the
-sum of RSS over the child's process tree, sampled) is its own. Load time of the input into a Dataset is not
+sum of RSS over the child's process tree, sampled) is its own. With --repeat N each phase runs N times,
+interleaved, and the median run is reported, with the spread. Load time of the input into a Dataset is not
 charged to (a); (c) reads and parses the JSONL itself. After the phases the bench checks, row for row, that
 (c)'s input_ids equal (a)'s and that the loss masks are equal up to one documented difference: trl's
 template trains the newline after `<|im_start|>assistant` and the newline after an assistant's
@@ -298,7 +303,7 @@ def _child_main(argv: list[str]) -> None:
 # --- orchestration ------------------------------------------------------------------------------------
 
 class _TreeSampler:
-    """Peak of the summed RSS of a process and all its descendants, sampled every 20 ms."""
+    """Peak of the summed RSS of a process and all its descendants, sampled every 50 ms."""
 
     def __init__(self, pid: int):
         import psutil
@@ -320,7 +325,7 @@ class _TreeSampler:
             except self.psutil.NoSuchProcess:
                 return
             self.peak = max(self.peak, total)
-            self._stop.wait(0.02)
+            self._stop.wait(0.05)
 
     def stop(self) -> int:
         self._stop.set()
@@ -341,6 +346,13 @@ def run_phase(name: str, workload: Path, out: Path, workers: int) -> dict:
     data = json.loads(result.read_text())
     data["peak_rss"] = peak
     return data
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time, with every run's seconds and the highest peak memory."""
+    ordered = sorted(runs, key=lambda run: run["seconds"])
+    return {**ordered[(len(ordered) - 1) // 2], "all_seconds": [run["seconds"] for run in runs],
+            "peak_rss": max(run["peak_rss"] for run in runs)}
 
 
 def check_same(out: Path, workload: Path) -> dict:
@@ -427,10 +439,11 @@ def report(kind: str, n: int, phases: dict[str, dict], check: dict) -> bool:
     rate = {key: data["conversations"] / data["seconds"] for key, data in phases.items()}
     print(f"\n== workload '{kind}': {n:,} conversations, {a['tokens']:,} tokens "
           f"({a['tokens'] / max(1, a['conversations']):,.0f} per conversation)")
-    print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'peak RSS':>10}")
+    print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'peak RSS':>10}  runs (s)")
     for key, data in phases.items():
+        spread = ", ".join(f"{x:.1f}" for x in data["all_seconds"])
         print(f"  {labels[key]:44} {data['seconds']:8.1f} {rate[key]:9,.0f} {data['tokens'] / data['seconds']:12,.0f} "
-              f"{_mib(data['peak_rss']):>10}")
+              f"{_mib(data['peak_rss']):>10}  {spread}")
     print(f"  (c)/(a) = {rate['c'] / rate['a']:.2f}x    (c)/(b) = {rate['c'] / rate['b']:.2f}x   (conversations/s)")
     if c["rejected"] or c["filtered"]:
         print(f"  sftprep wrote {c['written']:,} of {c['conversations']:,}: {c['reasons']}")
@@ -453,6 +466,7 @@ def main() -> None:
     parser.add_argument("--unique", type=int, default=5_000, help="conversations in the unique-turns workload")
     parser.add_argument("--distinct", type=int, default=5_000, help="conversations in the low-repetition workload")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for (a) and (c)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per phase; the median is reported")
     parser.add_argument("--quick", action="store_true", help="smoke run: 600, 300 and 300 conversations")
     parser.add_argument("--keep", help="write workloads and outputs here (kept) instead of a temp dir")
     parser.add_argument("--with-qa", action="store_true", help="also time (c) with its QA report (on by default "
@@ -472,11 +486,12 @@ def main() -> None:
             workload = out / "conversations.jsonl"
             write_workload(workload, kind, n)
             print(f"{kind}: {n:,} conversations, {workload.stat().st_size / 2**20:,.0f} MiB of JSONL", flush=True)
-            phases = {"a": run_phase("baseline", workload, out, args.workers),
-                      "b": run_phase("bound", workload, out, args.workers),
-                      "c": run_phase("sftprep", workload, out, args.workers)}
-            if args.with_qa:
-                phases["c+qa"] = run_phase("sftprep-qa", workload, out, args.workers)
+            names = {"a": "baseline", "b": "bound", "c": "sftprep", **({"c+qa": "sftprep-qa"} if args.with_qa else {})}
+            runs: dict[str, list[dict]] = {key: [] for key in names}
+            for _ in range(args.repeat):
+                for key, name in names.items():
+                    runs[key].append(run_phase(name, workload, out, args.workers))
+            phases = {key: median_run(done) for key, done in runs.items()}
             ok &= report(kind, n, phases, check_same(out, workload))
     sys.exit(0 if ok else 1)
 

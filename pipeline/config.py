@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Struct, field
@@ -12,6 +12,7 @@ from msgspec import Struct, field
 from .errors import ConfigError
 
 Severity = Literal["error", "warning", "off"]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _Section(Struct, forbid_unknown_fields=True, omit_defaults=False):
@@ -54,6 +55,9 @@ class RenderConfig(_Section):
     # (llama3): "split" into consecutive turns, "drop-text" as the official template does, or "refuse".
     calls: Literal["split", "drop-text", "refuse"] = "split"
     date: str = "2026-01-01"  # pinned "today" for templates that print a date
+    # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
+    # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
+    segment_cache_tokens: NonNegative = 1_000_000
 
 
 class OutputConfig(_Section):

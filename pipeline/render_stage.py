@@ -24,6 +24,7 @@ class Renderer:
         from .render import MaskPolicy, RenderOptions, load_template, load_tokenizer
 
         self.tokenizer = load_tokenizer(config.tokenizer)
+        self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
         self.template = load_template(config.template, self.tokenizer)
         self.mask = MaskPolicy.parse(config.mask)
         try:

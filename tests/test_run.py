@@ -94,6 +94,12 @@ def test_same_input_same_bytes_whatever_the_worker_count(tmp_path, default_run):
         assert (other.output_dir / name).read_bytes() == (default_run.output_dir / name).read_bytes(), name
 
 
+def test_segment_cache_off_writes_the_same_tokens(tmp_path, default_run):
+    off = run_job(_job(tmp_path, **{"render.segment_cache_tokens": 0}), progress=False)
+    columns = ["source", "input_ids", "labels", "loss_mask"]
+    assert pq.read_table(off.shards[0], columns=columns) == pq.read_table(default_run.shards[0], columns=columns)
+
+
 def test_jsonl_output_and_shards(tmp_path):
     result = run_job(_job(tmp_path, **{"output.format": "jsonl", "output.shard_size": 4}), progress=False)
     written = result.stats.written
@@ -139,6 +145,7 @@ def test_duplicates_are_filtered(tmp_path):
     ({"render.template": "chatmel"}, "unknown template 'chatmel'; valid: chatml"),
     ({"render.tokenizer": "qwen9"}, "qwen2.5"),
     ({"render.mask": "sometimes"}, "unknown mask policy"),
+    ({"render.segment_cache_tokens": -1}, r"Expected `int` >= 0 - at `\$.render.segment_cache_tokens`"),
 ])
 def test_bad_configuration_fails_before_work(tmp_path, settings, message):
     with pytest.raises(ConfigError, match=message):

@@ -626,12 +626,21 @@ class SegmentEncoder:
                              _int32_le(seg_ids))
                     for i in missing[piece]:
                         out[i] = value
-                    if self.cache_size and len(seg_ids) <= self.cache_tokens and piece not in self._cache:
+                    if self.cache_size and 0 < len(seg_ids) <= self.cache_tokens and piece not in self._cache:
                         self._cache[piece] = value
                         self._cached_tokens += len(seg_ids)
-                        while len(self._cache) > self.cache_size or self._cached_tokens > self.cache_tokens:
-                            self._cached_tokens -= len(self._cache.popitem(last=False)[1][0])
+                        self._evict()
         return out
+
+    def limit(self, tokens: int) -> None:
+        """Hold at most this many tokens from now on (0: cache nothing)."""
+        with self._lock:
+            self.cache_tokens = tokens
+            self._evict()
+
+    def _evict(self) -> None:
+        while len(self._cache) > self.cache_size or self._cached_tokens > self.cache_tokens:
+            self._cached_tokens -= len(self._cache.popitem(last=False)[1][0])
 
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._cache), "tokens": self._cached_tokens}

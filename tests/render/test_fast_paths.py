@@ -131,6 +131,21 @@ def test_segment_cache_is_bounded_in_tokens_and_keeps_ids_exact():
     assert big not in encoder._cache and encoder.stats()["tokens"] <= 200
 
 
+def test_segment_cache_limit_evicts_and_zero_turns_it_off():
+    qwen = load_tokenizer("qwen2.5")
+    encoder = tk.SegmentEncoder(qwen)
+    texts = [f"<|im_start|>user\nquestion {k}<|im_end|>\n" for k in range(20)]
+    for text in texts:
+        encoder.encode(text)
+    assert encoder.stats()["entries"] == 21  # the 20 questions and the newline after <|im_end|>
+    encoder.limit(12)
+    assert 0 < encoder.stats()["tokens"] <= 12
+    encoder.limit(0)
+    for text in texts:
+        assert encoder.encode(text).ids == qwen.backend.encode(text, add_special_tokens=False).ids
+    assert encoder.stats()["entries"] == 0
+
+
 def test_added_token_buffers_sit_between_cached_pieces(qwen):
     text = "<|im_start|>user\n<tool_call>\n{}\n</tool_call><|im_end|>"
     segmented = tk.SegmentEncoder(qwen).encode(text)
