@@ -3,6 +3,7 @@ provider replay rules, and provider paths. The registry and the generic rules ar
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from functools import lru_cache
 from typing import Any, Iterator
@@ -91,25 +92,30 @@ def check_schema_rules(ctx: Context) -> Iterator[Found]:
 
 def _arguments_error(schema_key: bytes | None, validator: Any, arguments: dict) -> tuple[str, str] | None:
     """(JSON path, message) of the most relevant error, or None. Logged agent sessions repeat the same
-    calls many times over: answers are cached by schema and arguments (as JSON, key order kept, which
-    can change the message)."""
-    if schema_key is not None:
-        try:
-            args_key = orjson.dumps(arguments)
-        except TypeError:
-            pass
-        else:
-            if len(args_key) <= _CACHED_ARGUMENTS_MAX:
-                return _arguments_error_cached(schema_key, args_key)
-    return _first_error(validator, arguments)
+    calls many times over: answers are kept, by schema and arguments (as JSON, key order kept, which can
+    change the message), up to _ANSWERS_MAX of them, oldest out first."""
+    if schema_key is None:
+        return _first_error(validator, arguments)
+    try:
+        args_key = orjson.dumps(arguments)
+    except TypeError:  # not plain JSON data (a huge int): checked every time
+        return _first_error(validator, arguments)
+    if len(args_key) > _ARGUMENTS_MAX:
+        return _first_error(validator, arguments)
+    key = (hashlib.blake2b(schema_key, digest_size=16).digest(), args_key)
+    answer = _ANSWERS.get(key, _UNKNOWN)
+    if answer is _UNKNOWN:
+        answer = _first_error(validator, arguments)
+        _ANSWERS[key] = answer
+        if len(_ANSWERS) > _ANSWERS_MAX:
+            _ANSWERS.pop(next(iter(_ANSWERS)), None)
+    return answer
 
 
-_CACHED_ARGUMENTS_MAX = 4096  # bytes of arguments JSON; larger ones are checked every time
-
-
-@lru_cache(maxsize=8192)
-def _arguments_error_cached(schema_key: bytes, args_key: bytes) -> tuple[str, str] | None:
-    return _first_error(_compile_cached(schema_key)[0], orjson.loads(args_key))
+_ANSWERS: dict[tuple[bytes, bytes], Any] = {}
+_ANSWERS_MAX = 8192
+_ARGUMENTS_MAX = 4096  # bytes of arguments JSON; larger ones are checked every time
+_UNKNOWN = object()
 
 
 def _first_error(validator: Any, instance: Any) -> tuple[str, str] | None:

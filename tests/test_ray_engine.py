@@ -234,7 +234,8 @@ def _connect_error(tmp_path: Path, address: str) -> ConfigError:
     with pytest.raises(ConfigError) as caught:
         next(execute_ray(iter([]), _job(tmp_path, [str(DATA)], **{"run.engine": "ray",
                                                                    "run.ray_address": address})))
-    assert time.monotonic() - started < 5, "a bad address fails in seconds, not after Ray's retries"
+    # Behaviour, not speed: Ray itself would keep retrying for a minute or more.
+    assert time.monotonic() - started < 15, "a bad address fails in seconds, not after Ray's retries"
     assert caught.value.code == "ray_connect"
     return caught.value
 
