@@ -20,6 +20,7 @@ from corpus import require_corpus
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.qa import build_report, render_html, render_terminal
+from pipeline.qa import figures
 from pipeline.qa.figures import PREVIEW
 from pipeline.run import run_job
 
@@ -297,6 +298,17 @@ def test_jsonl_shards_give_the_same_figures(data_run, tmp_path):
     assert list(jsonl.glob("data-*.jsonl"))
     strip = lambda r: {k: v for k, v in msgspec.to_builtins(r).items() if k not in ("files", "config")}  # noqa: E731
     assert strip(build_report(jsonl)) == strip(build_report(data_run))
+
+
+def test_chunk_size_does_not_change_the_report(corpus_run, tmp_path, monkeypatch):
+    """The report reads data a chunk of rows at a time; small chunks (many parts to combine) give the
+    same figures, examples and extremes as the default, for Parquet and JSONL shards."""
+    jsonl = run([require_corpus()], tmp_path / "jsonl", workers=2, **{"output.format": "jsonl", "output.shard_size": 300})
+    whole = msgspec.to_builtins(build_report(corpus_run))
+    monkeypatch.setattr(figures, "CHUNK_ROWS", 7)
+    assert msgspec.to_builtins(build_report(corpus_run)) == whole
+    strip = lambda r: {k: v for k, v in msgspec.to_builtins(r).items() if k not in ("files", "config", "totals")}  # noqa: E731
+    assert strip(build_report(jsonl)) == {k: v for k, v in whole.items() if k not in ("files", "config", "totals")}
 
 
 @pytest.fixture(scope="module")

@@ -70,10 +70,10 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     stats = _load_json(files.stats)
     config = _load_json(files.config)
     parts, offset = [], 0
-    for shard in files.data:  # one shard in memory at a time
-        frame = figures.read_shard(shard)
-        parts.append(figures.shard_parts(frame, offset))
-        offset += frame.height
+    for shard in files.data:  # a chunk of rows in memory at a time; parts are small aggregates
+        for frame in figures.read_chunks(shard):
+            parts.append(figures.chunk_parts(frame, offset))
+            offset += frame.height
     merged = figures.combine(parts)
     rejects = figures.read_rejects(files.rejects)
     totals = figures.totals(stats, merged, rejects, len(files.data))

@@ -1,21 +1,24 @@
 """The report's figures, computed with polars from what a run wrote: data shards, rejects.jsonl,
 stats.json and config.json. Nothing is parsed from provider formats or rendered again.
 
-Shards are read one at a time and reduced to `Parts`: one line of small numbers per row plus
-aggregates and a few examples, so memory follows the shard size and the number of rows, not the size
-of the conversations. `combine` merges the parts of all shards; the section functions turn them
-(with the rejects and stats.json) into the report's structs.
+Data files are read a chunk of rows at a time and each chunk reduced to `Parts`: one line of small
+numbers per row plus aggregates and a few examples, so memory follows the chunk size and the number of
+rows, not the size of the shards or of the conversations. `combine` merges the parts of all chunks; the
+section functions turn them (with the rejects and stats.json) into the report's structs.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..stats import STAGES
 from ..writers import SCHEMA
@@ -48,12 +51,37 @@ _FILE = r"^(.*):\d+(?:#.*)?$"  # sources are FILE:LINE or FILE:LINE#N
 
 # --- reading ----------------------------------------------------------------------------------------
 
-def read_shard(path: Path) -> pl.DataFrame:
+CHUNK_ROWS = 1024  # rows decoded at a time: the report's memory follows this, not the shard size
+
+
+def read_chunks(path: Path, rows: int | None = None) -> Iterator[pl.DataFrame]:
+    """A data file's rows, `rows` (CHUNK_ROWS) at a time; at least one frame, maybe empty."""
+    rows = rows or CHUNK_ROWS
     if path.suffix == ".parquet":
-        return pl.read_parquet(path, columns=ROW_COLUMNS)
-    if path.stat().st_size == 0:
-        return pl.DataFrame(schema=_row_schema())
-    return pl.read_ndjson(path, schema=_row_schema()).select(ROW_COLUMNS)
+        batches = pq.ParquetFile(path).iter_batches(batch_size=rows, columns=ROW_COLUMNS)
+        frames = (pl.from_arrow(pa.Table.from_batches([batch])) for batch in batches)
+    else:
+        frames = (pl.read_ndjson(io.BytesIO(b"".join(lines)), schema=_row_schema()).select(ROW_COLUMNS)
+                  for lines in _line_chunks(path, rows))
+    empty = True
+    for frame in frames:
+        empty = False
+        yield frame
+    if empty:
+        yield pl.DataFrame(schema=_row_schema()).select(ROW_COLUMNS)
+
+
+def _line_chunks(path: Path, rows: int) -> Iterator[list[bytes]]:
+    with open(path, "rb") as handle:
+        chunk: list[bytes] = []
+        for line in handle:
+            if line.strip():
+                chunk.append(line)
+            if len(chunk) >= rows:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
 
 
 def _row_schema() -> pl.Schema:
@@ -127,7 +155,7 @@ def _clip_expr(text: pl.Expr, limit: int = PREVIEW) -> pl.Expr:
     return pl.when(text.str.len_chars() > limit).then(text.str.slice(0, limit - 1) + "…").otherwise(text)
 
 
-# --- one shard --------------------------------------------------------------------------------------
+# --- one chunk of rows -----------------------------------------------------------------------------
 
 @dataclass
 class Parts:
@@ -142,7 +170,7 @@ class Parts:
     extremes: pl.DataFrame  # the longest and shortest rows of the shard, with a preview
 
 
-def shard_parts(frame: pl.DataFrame, offset: int) -> Parts:
+def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
     frame = frame.with_row_index("row", offset=offset).with_columns(pl.col("row").cast(pl.Int64))
     blocks = _blocks(frame)
     issues = _exploded(frame, "issues", _ISSUES)
@@ -266,7 +294,7 @@ def _extremes(frame: pl.DataFrame, blocks: pl.DataFrame) -> pl.DataFrame:
 
 def combine(parts: list[Parts]) -> Parts:
     if not parts:
-        return shard_parts(pl.DataFrame(schema=_row_schema()).select(ROW_COLUMNS), 0)
+        return chunk_parts(pl.DataFrame(schema=_row_schema()).select(ROW_COLUMNS), 0)
 
     def cat(name: str) -> pl.DataFrame:
         return pl.concat([getattr(p, name) for p in parts], how="vertical_relaxed")
