@@ -204,7 +204,23 @@ _ENV = make_environment()
 # The built-in templates (files of this project) are trusted code: rendered without the sandbox's checks
 # on every attribute access and call, which cost a fifth of their render time. Same output; user
 # templates always run sandboxed.
-_TRUSTED_ENV = _configured(jinja2.Environment)
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _TrustedEnvironment(jinja2.Environment):
+    """`message.role` on a dict: Jinja tries the attribute first, which raises, then the item. For a
+    name no dict attribute has, the item alone gives the same answer without the exception."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
+
+_TRUSTED_ENV = _configured(_TrustedEnvironment)
 
 
 @dataclass(frozen=True, eq=False)

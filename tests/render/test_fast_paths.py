@@ -184,3 +184,26 @@ def test_segmentable_reads_the_same_config_as_tokenizer_json(name):
     assert parts["normalizer"] == full["normalizer"] and parts["pre_tokenizer"] == full["pre_tokenizer"]
     keys = ("lstrip", "rstrip", "single_word", "normalized")
     assert parts["added_tokens"] == [{k: t[k] for k in keys} for t in full["added_tokens"]]
+
+
+# --- attribute lookup in the built-in templates' environment --------------------------------------------
+
+_LOOKUPS = ["{{ m.role }}", "{{ m.missing is defined }}", "{{ m.items() | list | length }}", "{{ m.get('role') }}",
+            "{{ m.content.text }}", "{{ m.keys | string | truncate(14, true, '') }}", "{{ (m.n or 0) + 1 }}"]
+
+
+@pytest.mark.parametrize("source", _LOOKUPS)
+@pytest.mark.parametrize("value", [{"role": "user", "content": {"text": "hi"}, "n": 2},
+                                   {"role": "tool", "items": "a key named like a dict method", "keys": 1}, {}])
+def test_trusted_environment_looks_up_as_jinja_does(source, value):
+    import jinja2
+
+    from pipeline.render.engine import _TRUSTED_ENV
+
+    def outcome(env) -> tuple[str, str]:
+        try:
+            return "ok", env.from_string(source).render(m=value)
+        except jinja2.TemplateError as exc:
+            return type(exc).__name__, str(exc)
+
+    assert outcome(_TRUSTED_ENV) == outcome(jinja2.Environment())
