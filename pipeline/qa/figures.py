@@ -167,7 +167,7 @@ class Parts:
     ledger: pl.DataFrame  # target, kind, reason, entries, rows
     ledger_kinds: pl.DataFrame  # kind, entries, rows
     reasoning_drops: pl.DataFrame  # target, kind, blocks, rows
-    extremes: pl.DataFrame  # the longest and shortest rows of the shard, with a preview
+    extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
 
 
 def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
