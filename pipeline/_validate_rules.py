@@ -60,7 +60,7 @@ class Context:
 
 def check_schema_rules(ctx: Context) -> Iterator[Found]:
     """invalid_tool_schema once per broken tool schema; arguments_schema per call that breaks a valid one."""
-    usable: dict[str, tuple[int, bytes | None, Any]] = {}  # tool name -> (index, schema key, validator)
+    usable: dict[str, tuple[int, bytes | None, Any]] = {}  # tool name -> (index, schema digest, validator)
     for name, (ti, tool) in ctx.tools.items():
         if tool.kind != "function" or tool.parameters is UNSET or tool.parameters is None:
             continue
@@ -70,13 +70,13 @@ def check_schema_rules(ctx: Context) -> Iterator[Found]:
                    f"schema of tool '{name}' is not valid JSON Schema ({problem}): fix it, calls to it go unchecked",
                    {})
             continue
-        usable[name] = (ti, key, validator)
+        usable[name] = (ti, None if key is None else hashlib.blake2b(key, digest_size=16).digest(), validator)
     for where, call in ctx.call_list:
         if call.kind != "function" or not isinstance(call.arguments, dict) or call.name not in usable:
             continue
-        ti, key, validator = usable[call.name]
+        ti, digest, validator = usable[call.name]
         try:
-            error = _arguments_error(key, validator, call.arguments)
+            error = _arguments_error(digest, validator, call.arguments)
         except Exception as exc:  # noqa: BLE001  a schema can fail only when applied (unresolvable $ref, bad regex)
             del usable[call.name]
             yield ("invalid_tool_schema", (-1, ti), f"$.tools[{ti}].parameters",
@@ -90,11 +90,11 @@ def check_schema_rules(ctx: Context) -> Iterator[Found]:
                    "arguments (or the schema)", {})
 
 
-def _arguments_error(schema_key: bytes | None, validator: Any, arguments: dict) -> tuple[str, str] | None:
+def _arguments_error(schema_digest: bytes | None, validator: Any, arguments: dict) -> tuple[str, str] | None:
     """(JSON path, message) of the most relevant error, or None. Logged agent sessions repeat the same
     calls many times over: answers are kept, by schema and arguments (as JSON, key order kept, which can
     change the message), up to _ANSWERS_MAX of them, oldest out first."""
-    if schema_key is None:
+    if schema_digest is None:
         return _first_error(validator, arguments)
     try:
         args_key = orjson.dumps(arguments)
@@ -102,7 +102,7 @@ def _arguments_error(schema_key: bytes | None, validator: Any, arguments: dict) 
         return _first_error(validator, arguments)
     if len(args_key) > _ARGUMENTS_MAX:
         return _first_error(validator, arguments)
-    key = (hashlib.blake2b(schema_key, digest_size=16).digest(), args_key)
+    key = (schema_digest, args_key)
     answer = _ANSWERS.get(key, _UNKNOWN)
     if answer is _UNKNOWN:
         answer = _first_error(validator, arguments)

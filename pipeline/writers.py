@@ -142,8 +142,7 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
              for name in ("input_ids", "loss_mask")}
     if any("labels" not in row for row in rows):  # derived for the whole group at once
         offsets, ids = lists["input_ids"]
-        mask = lists["loss_mask"][1]
-        lists["labels"] = offsets, np.where(mask != 0, ids, np.int32(-100)).astype(np.int32)
+        lists["labels"] = offsets, _labels(ids, lists["loss_mask"][1])
     else:
         lists["labels"] = _list_values([row["labels"] for row in rows], pa.int32())
     columns = []
@@ -168,8 +167,11 @@ def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.n
 
 def row_labels(row: dict[str, Any]) -> np.ndarray:
     """The row's training labels: its ids, -100 where the mask is 0."""
-    mask = np.asarray(row["loss_mask"], dtype=np.int8)
-    return np.where(mask != 0, np.asarray(row["input_ids"], dtype=np.int32), np.int32(-100)).astype(np.int32)
+    return _labels(np.asarray(row["input_ids"], dtype=np.int32), np.asarray(row["loss_mask"], dtype=np.int8))
+
+
+def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return np.where(mask != 0, ids, np.int32(-100)).astype(np.int32)
 
 
 class JsonlFile:

@@ -201,9 +201,6 @@ def _configured(env_class: type[jinja2.Environment]) -> jinja2.Environment:
 
 
 _ENV = make_environment()
-# The built-in templates (files of this project) are trusted code: rendered without the sandbox's checks
-# on every attribute access and call, which cost a fifth of their render time. Same output; user
-# templates always run sandboxed.
 _DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
@@ -220,6 +217,9 @@ class _TrustedEnvironment(jinja2.Environment):
         return super().getattr(obj, attribute)
 
 
+# The built-in templates (files of this project) are trusted code: rendered without the sandbox's checks
+# on every attribute access and call, which cost a fifth of their render time. Same output; user
+# templates always run sandboxed.
 _TRUSTED_ENV = _configured(_TrustedEnvironment)
 
 
