@@ -268,8 +268,8 @@ def phase_bound(out: Path) -> dict:
 def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> dict:
     """The default job, but: no token limit (the baseline trims nothing), no provider export and (unless
     `qa`) no QA report (the baseline makes neither)."""
-    from pipeline.config import load_config
-    from pipeline.run import run_job
+    from pipeline.run.config import load_config
+    from pipeline import run_job
 
     config = load_config(None, {
         "input.paths": [str(workload)], "output.dir": str(out / ("sftprep-qa" if qa else "sftprep")),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import ConfigError
-from ..writers import atomic_path
+from ..run.writers import atomic_path
 from . import figures
 from .report import Report
 

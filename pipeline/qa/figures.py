@@ -20,8 +20,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..stats import STAGES
-from ..writers import SCHEMA
+from ..run.stats import STAGES
+from ..run.writers import SCHEMA
 from . import report as r
 
 EXAMPLES = 3  # example records per issue code, per outcome

@@ -1,0 +1,20 @@
+"""Compositions across wings that the public API and the command line share."""
+
+from __future__ import annotations
+
+import time
+
+from .qa import build_report, write_html
+from .run import JobConfig, RunResult, execute_job
+
+
+def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
+    """Run the job, then (when `output.qa_report` is on) build its QA report from the files just
+    written, as `sftprep qa` would, and write it beside them."""
+    started = time.perf_counter()
+    result = execute_job(config, progress=progress)
+    if config.output.qa_report:
+        result.report = build_report(result.output_dir)
+        write_html(result.report, result.output_dir / "qa_report.html")
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,1 @@
+"""The `sftprep` command line: one module per subcommand, `main` wires them."""

@@ -1,0 +1,214 @@
+"""Show how a record renders: the token stream with its boundaries, special tokens, which tokens are
+trained, and the message and block each span came from; several templates side by side.
+
+--record picks the record: N (1-based, in input order, unreadable records counted), a source as
+printed elsewhere (FILE:LINE, FILE:LINE#N), or `all`. The default is the first record.
+Each template uses its family's default tokenizer unless --tokenizer names one (needed for a .jinja
+file or the tokenizer's own template, `tokenizer`).
+
+Exit 0 when every record rendered, 1 when one could not be read or rendered (the error names the
+record and the path inside it), 2 for usage errors (unknown template, record beyond the input...)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from .. import formats
+from ..errors import ConfigError, SftprepError
+from ..ingest import Parsed, expand_paths, iter_parsed
+from .common import EXIT_FAILED, EXIT_OK, JsonlSink
+
+if TYPE_CHECKING:
+    from ..render import Template, Tokenizer
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cmd = commands.add_parser("render", help="show the token stream of a record: trained tokens, spans, ids",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
+    cmd.add_argument("--record", default="1", metavar="N|FILE:LINE|all", help="which record (default: 1, the first)")
+    cmd.add_argument("--template", action="append", required=True, metavar="NAME[,NAME...]",
+                     help="built-in family, .jinja file, or 'tokenizer'; several are shown side by side")
+    cmd.add_argument("--tokenizer", metavar="NAME|PATH", help="default: each family's own")
+    cmd.add_argument("--mask", default="all", metavar="POLICY",
+                     help="all or last, then optionally ,no-reasoning ,no-eot (default: all)")
+    cmd.add_argument("--calls", default="split", choices=["split", "drop-text", "refuse"],
+                     help="templates with one call per turn (llama3): split the turn, drop text beside "
+                          "calls as the official template does, or refuse (default: split)")
+    cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
+    cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
+    cmd.add_argument("--ids", action="store_true", help="show each token's id")
+    cmd.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..render import tokenview
+    from ..render import MaskPolicy, RenderOptions, render
+
+    mask = MaskPolicy.parse(args.mask)
+    options = RenderOptions(calls=args.calls)
+    setups = _setups([name for arg in args.template for name in arg.split(",") if name.strip()], args.tokenizer)
+    paths = expand_paths(args.inputs)
+    out = _Output(args)
+    failed = False
+    for item in select(iter_parsed(paths, fmt=args.fmt), args.record):
+        if item.conversation is None:
+            assert item.error is not None
+            failed = True
+            _report(item.source, None, item.error)
+            out.add(tokenview.RecordView(item.source, None, error=item.error))
+            continue
+        results: list[tokenview.View | tokenview.Failure] = []
+        for name, template, tokenizer in setups:
+            try:
+                rendered = render(item.conversation, template, tokenizer, mask=mask, options=options)
+                results.append(tokenview.build_view(rendered, tokenizer, item.conversation))
+            except ConfigError:
+                raise  # a template/tokenizer mismatch is a usage error, whatever the record
+            except SftprepError as exc:
+                failed = True
+                _report(item.source, name, exc)
+                results.append(tokenview.Failure(name, exc))
+        out.add(tokenview.RecordView(item.source, item.conversation, tuple(results)))
+    out.close()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _setups(names: list[str], tokenizer_arg: str | None) -> list[tuple[str, "Template", "Tokenizer"]]:
+    """Templates and their tokenizers, all loaded before any record is read (bad names exit 2 early)."""
+    from ..render import FAMILIES, load_template, load_tokenizer
+
+    names = [n.strip() for n in names]
+    tokenizers: dict[str, Tokenizer] = {}
+    out = []
+    for name in names:
+        if name in FAMILIES:
+            tok_name = tokenizer_arg or FAMILIES[name].default_tokenizer
+        else:
+            tok_name = tokenizer_arg
+        if tok_name is None:
+            if name == "tokenizer" or Path(name).expanduser().is_file():
+                raise ConfigError(f"template '{name}' is not a built-in family: name its tokenizer with --tokenizer "
+                                  f"(built-in families: {', '.join(FAMILIES)})", code="no_tokenizer")
+            load_template(name)  # raises: unknown template, listing the valid ones
+            raise ConfigError(f"template family '{name}' has no default tokenizer: use --tokenizer",
+                              code="no_tokenizer")
+        if tok_name not in tokenizers:
+            tokenizers[tok_name] = load_tokenizer(tok_name)
+        tok = tokenizers[tok_name]
+        out.append((name, load_template(name, tok), tok))
+    return out
+
+
+def select(items: Iterable[Parsed], spec: str) -> Iterator[Parsed]:
+    """The records `--record` names: `all`, the Nth (1-based), or the one with a given source. A
+    number beyond the input or a source not found is a usage error."""
+    spec = spec.strip()
+    if spec == "all":
+        yield from items
+        return
+    if spec.isdigit():
+        wanted = int(spec)
+        if wanted < 1:
+            raise ConfigError("--record counts from 1", code="bad_record")
+        count = 0
+        for count, item in enumerate(items, start=1):
+            if count == wanted:
+                yield item
+                return
+        raise ConfigError(f"--record {wanted}: the input holds {count} record{'s' * (count != 1)}", code="bad_record")
+    for item in items:
+        if same_source(spec, item.source):
+            yield item
+            return
+    raise ConfigError(f"--record {spec}: no record with that source (sources look like FILE:LINE, as "
+                      "`sftprep validate` prints them; or give a number)", code="bad_record")
+
+
+def same_source(spec: str, source: str) -> bool:
+    """`spec` names `source`: equal strings, or the same file (however the path is written) and line; a
+    spec without `#N` matches the first record starting on that line."""
+    if spec == source:
+        return True
+    spec_file, _, spec_rest = spec.rpartition(":")
+    source_head, hash_, source_tail = source.partition("#")
+    source_file, _, source_line = source_head.rpartition(":")
+    if not spec_file or not source_file:
+        return False
+    spec_line, spec_hash, spec_tail = spec_rest.partition("#")
+    if spec_line != source_line or (spec_hash and spec_tail != source_tail):
+        return False
+    try:
+        return os.path.samefile(spec_file, source_file)
+    except OSError:
+        return False
+
+
+def _report(source: str, template: str | None, error: SftprepError) -> None:
+    what = f"template {template}" if template else "could not read the record"
+    print(f"sftprep render: {source}: {what}: at {error.path}: {error.message} [{error.code}]", file=sys.stderr)
+
+
+class _Output:
+    """Where views go: JSON lines as they come, the terminal as they come, or one HTML page at the end
+    (written whole or not at all)."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.pages: list = []
+        self.sink = JsonlSink(None) if args.json else None
+        self.console = None
+        self.legend_shown = False
+        if not args.json and not args.html:
+            from rich.console import Console
+
+            console = Console(highlight=False)
+            if not console.is_terminal and "COLUMNS" not in os.environ:
+                console = Console(highlight=False, width=120)
+            self.console = console
+
+    def add(self, record) -> None:
+        from ..render import tokenview
+
+        if self.sink is not None:
+            if record.error is not None:
+                self.sink.write(tokenview.error_line(record.source, None, record.error))
+            for result in record.results:
+                if isinstance(result, tokenview.View):
+                    self.sink.write(tokenview.json_line(record.source, result.rendered))
+                else:
+                    self.sink.write(tokenview.error_line(record.source, result.template, result.error))
+        if self.args.html:
+            self.pages.append(record)
+        if self.console is not None:
+            colors = tokenview.colors_for(self.console)
+            if not self.legend_shown:
+                self.console.print(tokenview.legend(colors))
+                self.legend_shown = True
+            self.console.print(tokenview.terminal_view(record, ids=self.args.ids, colors=colors,
+                                                       width=self.console.width, mask=self.args.mask))
+
+    def close(self) -> None:
+        from ..render import tokenview
+
+        if self.sink is not None:
+            self.sink.close()
+        if self.args.html:
+            page = tokenview.html_page(self.pages, ids=self.args.ids, mask=self.args.mask,
+                                       title=f"sftprep render: {', '.join(self.args.inputs)}")
+            target = Path(self.args.html)
+            tmp = target.with_name(f".{target.name}.partial")
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(page, encoding="utf-8")
+                tmp.replace(target)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise ConfigError(f"cannot write '{self.args.html}': {exc.strerror}", code="unwritable_output") from None
+            print(f"sftprep render: wrote {target} ({len(self.pages)} record{'s' * (len(self.pages) != 1)})",
+                  file=sys.stderr)

@@ -1,0 +1,45 @@
+"""`sftprep run [CONFIG]`: the batch job, from a TOML config to a training set."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..run.config import load_config
+from ..api import run_job
+from .common import EXIT_OK
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run a job: transcripts in, training set out")
+    run.add_argument("config", nargs="?", help="job config (TOML); default: all defaults")
+    run.add_argument("--input", action="append", help="input path, glob or directory (repeatable)")
+    run.add_argument("--output", help="output directory")
+    run.add_argument("--template", help="chat template name or .jinja file")
+    run.add_argument("--tokenizer", help="tokenizer name, tokenizer.json or directory")
+    run.add_argument("--format", dest="out_format", choices=["parquet", "jsonl"], help="data file format")
+    run.add_argument("--workers", type=int, help="worker processes (0: all cores)")
+    run.add_argument("--engine", choices=["local", "ray"], help="execution engine")
+    run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    overrides = {key: value for key, value in (
+        ("input.paths", args.input), ("output.dir", args.output), ("render.template", args.template),
+        ("render.tokenizer", args.tokenizer), ("output.format", args.out_format), ("run.workers", args.workers),
+        ("run.engine", args.engine)) if value is not None}
+    config = load_config(args.config, overrides)
+    result = run_job(config, progress=False if args.quiet else None)
+    stats = result.stats
+    if result.report is not None:
+        from rich.console import Console
+
+        from ..qa import render_terminal
+
+        render_terminal(result.report, Console(stderr=True, highlight=False), compact=True)
+    print(f"sftprep run: {stats.summary_line()} -> {result.output_dir} "
+          f"({len(result.shards)} shard{'s' if len(result.shards) != 1 else ''}, {result.seconds:.1f}s)"
+          + (f"; QA report: {result.output_dir / 'qa_report.html'}" if result.report is not None else ""),
+          file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,134 @@
+"""Logged exchanges: a request and the response it got, as a proxy or an HTTP recorder saw them.
+
+The conversation is the request's history plus the response's assistant turn. Each side is a body
+or an HTTP envelope; a streamed response is reassembled first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from msgspec.structs import replace
+
+from .. import formats
+from ..conversation import Conversation
+from ..errors import ParseError, SftprepError
+from ..ids import renumber
+
+# Endpoint paths name the format more reliably than body shapes do.
+_ENDPOINTS = (
+    (re.compile(r"/v1/messages(\?|$)"), "anthropic"),
+    (re.compile(r"/chat/completions(\?|$)"), "openai-chat"),
+    (re.compile(r"/v1/responses(\?|$)"), "openai-responses"),
+    (re.compile(r":(stream)?[gG]enerateContent(\?|$)"), "gemini"),
+)
+_LABELS = {"anthropic": "anthropic", "openai_chat": "openai-chat", "openai_responses": "openai-responses",
+           "google": "gemini", "gemini": "gemini"}
+
+
+def is_exchange(value: Any) -> bool:
+    return isinstance(value, dict) and "request" in value and "response" in value
+
+
+def is_recording(value: Any) -> bool:
+    """An HTTP recording file: `{"interactions": [exchange, ...]}`."""
+    return isinstance(value, dict) and isinstance(value.get("interactions"), list)
+
+
+def format_from_uri(uri: str | None) -> str | None:
+    if not uri:
+        return None
+    path = uri.split("?", 1)[0]
+    for pattern, fmt in _ENDPOINTS:
+        if pattern.search(path):
+            return fmt
+    return None
+
+
+def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False) -> Conversation:
+    request, response = value["request"], value["response"]
+    req_body, uri = _unwrap(request, "$.request")
+    endpoint_fmt = format_from_uri(uri)
+    if uri and endpoint_fmt is None:
+        method = request.get("method", "") if isinstance(request, dict) else ""
+        raise ParseError(f"{method} {uri.split('?', 1)[0]} is not a generation request (uploads, token "
+                         "counts, compaction and stored objects hold no conversation turn)", path="$.request.uri",
+                         code="not_a_model_call")
+    fmt = fmt or endpoint_fmt or _LABELS.get(value.get("provider") or "")
+    status = response.get("status") if isinstance(response, dict) and "body" in response else None
+    resp_body, _ = _unwrap(response, "$.response")
+    if isinstance(status, int) and status >= 400:
+        raise ParseError(f"the response failed with HTTP {status}{_error_text(resp_body)}", path="$.response.status",
+                         code="failed_exchange")
+    if resp_body is None:
+        raise ParseError("the response body is missing (null): nothing to learn from this exchange",
+                         path="$.response.body", code="failed_exchange")
+    try:
+        conv = formats.parse(req_body, fmt, "request" if fmt else None, strict=strict)
+    except SftprepError as exc:
+        raise _under(exc, "$.request.body" if req_body is not request else "$.request")
+    fmt = conv.meta.provider
+    if isinstance(resp_body, str):
+        from .streams import detect_stream, reassemble
+
+        if detect_stream(resp_body) is None:
+            raise ParseError(f"the response body is neither JSON nor an event stream: {resp_body[:80]!r}",
+                             path="$.response.body", code="invalid_response")
+        try:
+            resp_body = reassemble(resp_body, fmt)
+        except SftprepError as exc:
+            raise _under(exc, "$.response.body")
+    try:
+        answer = formats.parse(resp_body, fmt, "response", strict=strict)
+    except SftprepError as exc:
+        other = _other_format(resp_body)
+        if other and other != fmt:
+            raise ParseError(f"the request is {fmt} but the response is {other}", path="$.response.body",
+                             code="mixed_formats") from None
+        raise _under(exc, "$.response.body")
+    meta = replace(conv.meta, shape="exchange", model=answer.meta.model or conv.meta.model,
+                   response_id=answer.meta.response_id, created=answer.meta.created,
+                   stop_reason=answer.meta.stop_reason, usage=answer.meta.usage,
+                   notes=conv.meta.notes + answer.meta.notes)
+    return renumber(replace(conv, messages=conv.messages + answer.messages, meta=meta))
+
+
+def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:
+    """(body, uri) of a request or response given as a body or as an HTTP envelope."""
+    if isinstance(side, dict) and "body" in side and ({"method", "uri", "url", "status", "headers"} & side.keys()):
+        body = side["body"]
+        if isinstance(body, (bytes, str)) and body[:1] in ("{", "[", b"{", b"["):
+            try:
+                body = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                pass  # SSE text or a broken body: the parser says which
+        return body, side.get("uri") or side.get("url")
+    if side is None:
+        return None, None
+    return side, None
+
+
+def _error_text(body: Any) -> str:
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return f": {err['message'][:200]}"
+        if isinstance(err, str):
+            return f": {err[:200]}"
+    return ""
+
+
+def _other_format(body: Any) -> str | None:
+    try:
+        return formats.detect(body).format
+    except SftprepError:
+        return None
+
+
+def _under(exc: SftprepError, prefix: str) -> SftprepError:
+    """Re-root an error's path under the part of the exchange it came from."""
+    if exc.path.startswith("$"):
+        exc.path = prefix + exc.path[1:]
+    return exc

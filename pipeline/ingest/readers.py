@@ -1,0 +1,191 @@
+"""Reading records from files without loading them whole: JSONL line by line, a JSON document or a
+top-level JSON array element by element, gzip transparently. Every record carries `FILE:LINE`.
+
+A bad record never stops the reader: it is yielded with its error, and the next one follows.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, NamedTuple
+
+import orjson
+
+from ..errors import InputError
+
+DEFAULT_MAX_RECORD_BYTES = 32 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+class RawRecord(NamedTuple):
+    source: str  # FILE:LINE (FILE:LINE#N when several records start on one line)
+    value: Any  # the decoded JSON value, or None when `error` is set or decoding is deferred
+    error: InputError | None = None
+    raw: bytes | None = None  # the undecodable bytes, kept for the rejects file (truncated)
+    deferred: bool = False  # `raw` holds the record's whole bytes, not decoded yet (see `decoded`)
+
+    def decoded(self) -> "RawRecord":
+        """This record with its bytes decoded (itself when not deferred). Deferring lets a reader hand
+        bytes to the process that will parse them: cheaper to ship than the decoded value."""
+        return decode(self.raw, self.source) if self.deferred else self
+
+
+Emit = Callable[[bytes, str], RawRecord]  # bytes + source -> record (decoded now, or deferred)
+
+
+def open_bytes(path: str | Path) -> IO[bytes]:
+    """The file's bytes, decompressed when it is gzip (by its magic number, not its name)."""
+    handle = open(path, "rb")
+    magic = handle.read(2)
+    handle.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=handle, mode="rb")
+    return handle
+
+
+def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 defer: bool = False) -> Iterator[RawRecord]:
+    """Records of one file. `.jsonl` (or `.jsonl.gz`, `.ndjson`): one per line. Anything else: one JSON
+    document, which is a record, or a top-level array whose elements are records. With `defer`, records
+    come undecoded (`RawRecord.decoded()` decodes them)."""
+    emit = _deferred if defer else decode
+    name = str(path)
+    stem = name[:-3] if name.endswith(".gz") else name
+    try:
+        with open_bytes(path) as stream:
+            if stem.endswith((".jsonl", ".ndjson")):
+                yield from _jsonl(stream, name, max_record_bytes, emit)
+            else:
+                yield from _json_document(stream, name, max_record_bytes, emit)
+    except (OSError, EOFError, zlib.error) as exc:
+        # A corrupt or truncated gzip surfaces mid-read: report it and stop this file only.
+        yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
+
+
+def decode(data: bytes, source: str) -> RawRecord:
+    try:
+        return RawRecord(source, orjson.loads(data))
+    except orjson.JSONDecodeError as exc:
+        return RawRecord(source, None, _decode_error(data, exc, source), data[:4096])
+
+
+def _deferred(data: bytes, source: str) -> RawRecord:
+    return RawRecord(source, None, None, data, deferred=True)
+
+
+def _decode_error(data: bytes, exc: Exception, source: str) -> InputError:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return InputError(f"not valid UTF-8: byte 0x{data[bad.start]:02x} at offset {bad.start}",
+                          source=source, code="invalid_utf8")
+    return InputError(f"invalid JSON: {exc}", source=source, code="invalid_json")
+
+
+def _jsonl(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
+    line_no = 0
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        line_no += 1
+        source = f"{name}:{line_no}"
+        if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line) + _skip_line(stream)
+            yield RawRecord(source, None, InputError(
+                f"record is {size:,} bytes, over the limit of {limit:,} bytes", source=source,
+                code="record_too_large"))
+            continue
+        if line.strip():
+            yield emit(line, source)
+
+
+def _skip_line(stream: IO[bytes]) -> int:
+    skipped = 0
+    while True:
+        piece = stream.readline(_CHUNK)
+        skipped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return skipped
+
+
+# Strings (with escapes) and brackets: enough to find where each top-level array element ends.
+# A string cut by the end of the buffer matches without its closing quote (group 1 is None).
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[\[\]{}\n]', re.S)
+_SCALAR = re.compile(rb"[^\s,\[\]{}\"]+")
+
+
+def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
+    head = stream.read(_CHUNK)
+    if head.lstrip()[:1] != b"[":
+        data = head + stream.read(limit + 1 - len(head)) if len(head) <= limit else head
+        if len(data) > limit:
+            yield RawRecord(f"{name}:1", None, InputError(
+                f"document is over the limit of {limit:,} bytes", source=f"{name}:1", code="record_too_large"))
+            return
+        yield emit(data, f"{name}:1")
+        return
+    yield from _array_elements(head, stream, name, limit, emit)
+
+
+def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
+    """Split a top-level array into its elements, reading chunk by chunk."""
+    line = 1  # line number at `pos`
+    depth = 0
+    start: int | None = None  # offset in `buffer` of the element being read
+    start_line = 1
+    per_line: dict[int, int] = {}
+    pos = 0
+    eof = False
+    while True:
+        match = _TOKENS.search(buffer, pos)
+        cut = match is not None and match.group()[:1] == b'"' and match.group(1) is None
+        if match is None or cut:
+            if eof:
+                break
+            more = stream.read(_CHUNK)
+            eof = not more
+            # Keep the element being read, or everything not yet scanned.
+            keep = start if start is not None else pos
+            buffer, pos = buffer[keep:] + more, pos - keep
+            if start is not None:
+                start = 0
+                if len(buffer) > limit:
+                    yield RawRecord(f"{name}:{start_line}", None, InputError(
+                        f"record is over the limit of {limit:,} bytes", source=f"{name}:{start_line}",
+                        code="record_too_large"))
+                    return
+            continue
+        if start is None and depth == 1:
+            # Scalars directly inside the array are records too (the shape check rejects them).
+            for scalar in _SCALAR.finditer(buffer, pos, match.start()):
+                yield _element(scalar.group(), name, line, per_line, emit)
+        token = match.group()
+        line += token.count(b"\n")
+        if token[:1] == b'"':
+            if depth == 1 and start is None:
+                yield _element(token, name, line, per_line, emit)
+        elif token in (b"[", b"{"):
+            depth += 1
+            if depth == 2 and start is None:
+                start, start_line = match.start(), line
+        elif token in (b"]", b"}"):
+            depth -= 1
+            if depth == 1 and start is not None:
+                yield _element(buffer[start:match.end()], name, start_line, per_line, emit)
+                start = None
+            elif depth == 0:
+                return
+        pos = match.end()
+    yield RawRecord(f"{name}:{line}", None, InputError("file ends inside a JSON array (truncated?)",
+                                                        source=f"{name}:{line}", code="invalid_json"))
+
+
+def _element(data: bytes, name: str, line: int, per_line: dict[int, int], emit: Emit) -> RawRecord:
+    n = per_line.get(line, 0)
+    per_line[line] = n + 1
+    source = f"{name}:{line}" if n == 0 else f"{name}:{line}#{n}"
+    return emit(data, source)

@@ -1,0 +1,215 @@
+"""From input paths to canonical conversations: which files, which records, which format and shape.
+
+Every record read comes out as exactly one `Parsed`: a conversation, or the error that stopped it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple
+
+from msgspec.structs import replace
+
+from .. import formats
+from ..conversation import Conversation
+from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
+from .exchange import is_exchange, is_recording, parse_exchange
+from . import sharegpt
+from .sessions import claude_code
+from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
+
+INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+# Logged streams (server-sent events or one chunk per line): each exchange in one is a record.
+STREAM_SUFFIXES = (".sse", ".txt", ".sse.gz", ".txt.gz")
+
+
+class Parsed(NamedTuple):
+    source: str
+    record: Any  # the original JSON value (None when it could not be decoded)
+    conversation: Conversation | None
+    error: SftprepError | None = None
+
+
+def expand_paths(inputs: Iterable[str]) -> list[Path]:
+    """Files named, matched by a glob, or found (recursively) under a directory, in a stable order.
+    A name that matches nothing is an error before any work starts."""
+    out: list[Path] = []
+    for item in inputs:
+        if any(ch in item for ch in "*?["):
+            matches = sorted(Path(p) for p in glob.glob(item, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise ConfigError(f"no input files match '{item}'", code="no_input")
+            out.extend(matches)
+        elif os.path.isdir(item):
+            found = sorted(p for p in Path(item).rglob("*") if p.is_file()
+                           and (p.name.endswith(INPUT_SUFFIXES) or _is_stream_log(p)))
+            if not found:
+                raise ConfigError(f"directory '{item}' holds no input files ({', '.join(INPUT_SUFFIXES)})",
+                                  code="no_input")
+            out.extend(found)
+        elif os.path.isfile(item):
+            out.append(Path(item))
+        else:
+            raise ConfigError(f"input '{item}' does not exist", code="no_input")
+    return out
+
+
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt")
+
+
+def is_session_log(path: str | Path) -> bool:
+    """A Claude Code session log: a whole file is one conversation, detected from its first lines."""
+    name = str(path)
+    if not name.endswith((".jsonl", ".jsonl.gz")):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            head = [stream.readline(1 << 20).decode("utf-8", "replace") for _ in range(8)]
+    except (OSError, EOFError, zlib.error):
+        return False
+    return claude_code.detect_session(head)
+
+
+def _is_stream_log(path: Path) -> bool:
+    """A .txt/.sse file found in a directory is an input only when it holds a provider's event stream."""
+    if not path.name.endswith(STREAM_SUFFIXES):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            head = stream.read(1 << 16).decode("utf-8", "replace")
+    except (OSError, EOFError, zlib.error):
+        return False
+    from .streams import detect_stream
+
+    return detect_stream(head) is not None
+
+
+def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
+    """The response objects a logged stream reassembles into, one record per exchange."""
+    from .streams import reassemble_all
+
+    source = f"{path}:1"
+    try:
+        with open_bytes(path) as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"stream log is over the limit of {limit:,} bytes", code="record_too_large")
+        found = reassemble_all(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        yield RawRecord(source, None, InputError(f"not valid UTF-8 at byte {exc.start}", source=source,
+                                                 code="invalid_utf8"))
+        return
+    except (OSError, EOFError, zlib.error) as exc:
+        yield RawRecord(source, None, InputError(f"cannot read file: {exc}", source=source, code="unreadable_file"))
+        return
+    except SftprepError as exc:
+        yield RawRecord(source, None, exc.at(source))
+        return
+    for i, exchange in enumerate(found):
+        yield RawRecord(source if len(found) == 1 else f"{source}#responses[{i}]", exchange.body)
+
+
+def _session_record(path: str | Path) -> RawRecord:
+    try:
+        result = claude_code.read_session(_numbered(path), str(path))
+    except SftprepError as exc:
+        return RawRecord(exc.source or str(path), None, exc)
+    return RawRecord(f"{path}:1", result)
+
+
+def _numbered(path: str | Path) -> Iterator[tuple[int, str]]:
+    with open_bytes(path) as stream:
+        for number, line in enumerate(stream, start=1):
+            yield number, line.decode("utf-8", "replace")
+
+
+def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
+                 strict: bool = False, keep_original: bool = False) -> Conversation:
+    """One decoded record to a conversation; errors carry the source."""
+    try:
+        if isinstance(value, claude_code.SessionResult):
+            conv = claude_code.to_conversation(value, strict=strict)
+            value = value.body
+        elif shape is None and _is_error_body(value):
+            error = value["error"]
+            text = error.get("message") if isinstance(error, dict) else error
+            raise ParseError(f"the record is an API error, not a conversation: {str(text)[:200]}",
+                             path="$.error", code="error_response")
+        elif shape == "sharegpt" or (shape is None and sharegpt.is_sharegpt(value)):
+            conv = sharegpt.parse(value if isinstance(value, dict) else {}, strict=strict)
+        elif shape is None and isinstance(value, dict) and isinstance(value.get("traj"), list):
+            # Agent-benchmark trajectory files (tau-bench): the messages under `traj`, the rest is metadata.
+            conv = formats.parse(value["traj"], fmt, "messages", strict=strict)
+            conv = replace(conv, meta=replace(conv.meta, shape="trajectory"))
+        elif shape == "exchange" or (shape is None and is_exchange(value)):
+            if not is_exchange(value):
+                raise ShapeError("not an exchange: expected an object with 'request' and 'response'")
+            conv = parse_exchange(value, fmt=fmt, strict=strict)
+        else:
+            conv = formats.parse(value, fmt, shape, strict=strict)
+    except SftprepError as exc:
+        raise exc.at(source)
+    changes: dict[str, Any] = {"meta": replace(conv.meta, source=source)}
+    if keep_original:
+        changes["original"] = value
+    return replace(conv, **changes)
+
+
+def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
+             max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, defer: bool = False) -> Iterator[RawRecord]:
+    """Every record of every file, undecoded ones included. An HTTP recording's exchanges are records
+    of their own, each with its own source; a session log is one record. With `defer`, records of JSON
+    files come as bytes, to be decoded and split where they are parsed (`expand`)."""
+    for path in paths:
+        if shape == "session" or (shape is None and is_session_log(path)):
+            yield _session_record(path)
+            continue
+        if str(path).endswith(STREAM_SUFFIXES):
+            yield from _stream_records(path, max_record_bytes)
+            continue
+        for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer):
+            if raw.deferred:
+                yield raw
+            else:
+                yield from expand(raw)
+
+
+def expand(raw: RawRecord) -> Iterator[RawRecord]:
+    """A record decoded, and an HTTP recording split into one record per exchange."""
+    raw = raw.decoded()
+    if raw.error is None and is_recording(raw.value):
+        for i, interaction in enumerate(raw.value["interactions"]):
+            yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
+    else:
+        yield raw
+
+
+def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,
+                strict: bool = False, keep_original: bool = False,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Parsed]:
+    for raw in iter_raw(paths, shape=shape, max_record_bytes=max_record_bytes):
+        yield _parse_raw(raw, fmt=fmt, shape=shape, strict=strict, keep_original=keep_original)
+
+
+def _is_error_body(value: Any) -> bool:
+    return (isinstance(value, dict) and "error" in value and value["error"] is not None
+            and not ({"messages", "contents", "input", "choices", "candidates", "output", "content"} & value.keys()))
+
+
+def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:
+    if raw.error is not None:
+        return Parsed(raw.source, _undecoded(raw), None, raw.error)
+    try:
+        return Parsed(raw.source, raw.value, parse_record(raw.value, raw.source, **options))
+    except SftprepError as exc:
+        return Parsed(raw.source, raw.value, None, exc)
+
+
+def _undecoded(raw: RawRecord) -> Any:
+    if raw.raw is None:
+        return None
+    return raw.raw.decode("utf-8", "replace")
+

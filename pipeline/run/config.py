@@ -1,0 +1,124 @@
+"""Job configuration: a TOML file, declared as structs so an unknown key is an error naming it."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Struct, field
+
+from ..errors import ConfigError
+
+Severity = Literal["error", "warning", "off"]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _Section(Struct, forbid_unknown_fields=True, omit_defaults=False):
+    pass
+
+
+class InputConfig(_Section):
+    paths: list[str] = field(default_factory=lambda: ["data/"])
+    format: str = "auto"  # auto or a format name
+    shape: str = "auto"
+    max_record_mb: int = 32
+
+
+class ValidateConfig(_Section):
+    # Per-code severity overrides: {"unknown_tool": "warning", "empty_assistant_turn": "off"}.
+    severity: dict[str, Severity] = field(default_factory=dict)
+    # Records with any issue of these severities are rejected.
+    reject: list[Severity] = field(default_factory=lambda: ["error"])
+
+
+class ShapeConfig(_Section):
+    drop_codes: list[str] = field(default_factory=list)  # filter records that have these issue codes
+    min_tokens: int = 0
+    max_tokens: int = 0  # 0: no limit
+    trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
+    dedup: bool = True  # exact duplicates by canonical hash
+    require_tool_calls: bool = False
+
+
+class ConvertConfig(_Section):
+    to: str = ""  # also export each conversation as this provider's body ("" for none)
+
+
+class RenderConfig(_Section):
+    template: str = "chatml"
+    tokenizer: str = "qwen2.5"
+    # "all" or "last" assistant turns, optionally ",no-reasoning" and ",no-eot" (e.g. "last,no-eot").
+    mask: str = "all"
+    # Several calls (or text beside a call) in one turn, where the template allows one call per turn
+    # (llama3): "split" into consecutive turns, "drop-text" as the official template does, or "refuse".
+    calls: Literal["split", "drop-text", "refuse"] = "split"
+    date: str = "2026-01-01"  # pinned "today" for templates that print a date
+    # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
+    # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
+    segment_cache_tokens: NonNegative = 1_000_000
+
+
+class OutputConfig(_Section):
+    dir: str = "out"
+    format: Literal["parquet", "jsonl"] = "parquet"
+    shard_size: int = 10_000
+    keep_original: bool = False
+    qa_report: bool = True
+
+
+class RunConfig(_Section):
+    workers: int = 0  # 0: all cores
+    engine: Literal["local", "ray"] = "local"
+    batch_size: int = 64
+    ray_address: str = ""
+    strict: bool = False
+
+
+class JobConfig(_Section):
+    input: InputConfig = field(default_factory=InputConfig)
+    validate: ValidateConfig = field(default_factory=ValidateConfig)
+    shape: ShapeConfig = field(default_factory=ShapeConfig)
+    convert: ConvertConfig = field(default_factory=ConvertConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> JobConfig:
+    """Read a TOML job config (None: all defaults) and apply dotted overrides like
+    {"render.template": "llama3"}. Relative input paths and the output dir are relative to the
+    current directory, as a user typing them expects."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file '{path}' does not exist", code="no_config") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file '{path}' is not valid TOML: {exc}", code="bad_config") from None
+    for dotted, value in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        raw.setdefault(section, {})[key] = value
+    try:
+        return msgspec.convert(raw, JobConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
+                          code="bad_config") from None
+
+
+def _explain(exc: msgspec.ValidationError) -> str:
+    # msgspec says "Object contains unknown field `x` - at `$.render`": name the key as the user wrote it.
+    text = str(exc)
+    if "unknown field" in text and " - at `$." in text:
+        name = text.split("`")[1]
+        section = text.rsplit("`$.", 1)[1].rstrip("`")
+        return f"unknown key '{section}.{name}'"
+    if "unknown field" in text:
+        return f"unknown section '{text.split('`')[1]}'"
+    return text
+
+
+def to_dict(config: JobConfig) -> dict[str, Any]:
+    return msgspec.to_builtins(config)

@@ -1,0 +1,61 @@
+"""A record on its way through a run: the `Item` the stages pass along, how its journey can end
+(`Outcome`: rejected or filtered, with code and where), and the canonical JSON that keys and stores it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+
+from ..conversation import Conversation
+from ..errors import SftprepError
+from ..validate import Issue
+
+_ENCODER = msgspec.json.Encoder(order="deterministic")  # canonical JSON: digests and the conversation column
+
+
+class Outcome(NamedTuple):
+    kind: str  # "rejected" | "filtered"
+    stage: str
+    code: str  # rejection code, or filter reason
+    message: str
+    path: str = "$"
+    detail: dict | None = None  # extra facts for the rejects file (a flattened call's text)
+
+
+@dataclass(slots=True)
+class Item:
+    source: str
+    record: Any
+    conversation: Conversation | None = None
+    issues: list[Issue] = field(default_factory=list)
+    rendered: Any = None  # the render result (ids, mask, spans, ledger)
+    export: Any = None  # the [convert] body
+    ledger: list = field(default_factory=list)
+    trimmed: bool = False
+    digest: str = ""
+    tallies: list[tuple[str, str]] = field(default_factory=list)
+    outcome: Outcome | None = None
+    error: SftprepError | None = None  # a read error carried from the reader
+
+
+def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:
+    item.outcome = Outcome("rejected", stage, code, message, path, detail)
+    return item
+
+
+def drop(item: Item, stage: str, reason: str, message: str) -> Item:
+    item.outcome = Outcome("filtered", stage, reason, message)
+    return item
+
+
+def content_digest(conv: Conversation) -> str:
+    """Exact-duplicate key: the canonical content, without where it came from."""
+    core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET)
+    return hashlib.blake2b(_ENCODER.encode(core), digest_size=16).hexdigest()
+
+
+def conversation_json(conv: Conversation) -> str:
+    return _ENCODER.encode(msgspec.structs.replace(conv, original=msgspec.UNSET)).decode()

@@ -1,0 +1,128 @@
+"""The local engine: worker processes on this machine, each fed over a pipe of its own."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import sys
+import threading
+import traceback
+from collections import deque
+from multiprocessing.reduction import ForkingPickler
+from typing import Any, Iterable, Iterator
+
+from ..ingest import RawRecord
+from .config import JobConfig
+from .item import Item
+from .stats import Stats
+from .worker import init_worker, work
+
+
+class Workers:
+    """Worker processes, each fed over a pipe of its own by this thread alone: no pool threads and no
+    shared, locked queues between the parent and the workers (multiprocessing.Pool's machinery cost the
+    parent about five times the CPU of the transfers themselves). Results come back in submission order,
+    so outputs are identical whatever the worker count; at most two batches per worker are in flight,
+    so memory stays flat however large the input (or slow the writing) is."""
+
+    def __init__(self, count: int, config: JobConfig):
+        context = multiprocessing.get_context(_start_method())
+        self.connections: list[Any] = []
+        self.processes: list[Any] = []
+        self.finished = False
+        try:
+            for _ in range(count):
+                here, there = context.Pipe()
+                process = context.Process(target=_worker_main, args=(there, config), daemon=True)
+                process.start()
+                there.close()
+                self.connections.append(here)
+                self.processes.append(process)
+        except BaseException:
+            self.close()
+            raise
+
+    def map(self, batches: Iterable[list[RawRecord]]) -> Iterator[tuple[list[Item], Stats]]:
+        busy = [0] * len(self.connections)
+        window: deque[int] = deque()  # worker of each batch in flight, in submission order
+        for batch in batches:
+            if len(window) >= 2 * len(self.connections):
+                yield self._result(window, busy)
+            index = min(range(len(busy)), key=busy.__getitem__)  # least busy; ties to the lowest index
+            self.connections[index].send_bytes(ForkingPickler.dumps(batch))
+            busy[index] += 1
+            window.append(index)
+        while window:
+            yield self._result(window, busy)
+        self.finished = True
+
+    def _result(self, window: deque[int], busy: list[int]) -> tuple[list[Item], Stats]:
+        index = window.popleft()
+        busy[index] -= 1
+        try:
+            ok, value = ForkingPickler.loads(self.connections[index].recv_bytes())
+        except EOFError:
+            raise RuntimeError(f"worker process {self.processes[index].pid} died "
+                               f"(exit code {self.processes[index].exitcode})") from None
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Stop the workers: politely after a complete run, at once otherwise (Ctrl-C, an error)."""
+        for connection in self.connections:
+            if self.finished:
+                try:
+                    connection.send_bytes(b"")  # no pickle is empty: the stop signal
+                except OSError:
+                    pass
+            connection.close()
+        for process in self.processes:
+            if not self.finished:
+                process.terminate()
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def _start_method() -> str:
+    """fork on Linux when this process runs no other thread: the workers start with the modules,
+    tokenizer and template already loaded (a second each otherwise). forkserver otherwise: forking a
+    process whose other threads may hold locks is not safe."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if sys.platform != "win32" else "spawn"
+
+
+def _worker_main(connection: Any, config: JobConfig) -> None:
+    """A worker's life: batches in, (ok, result or exception) out, until the stop signal. A thread takes
+    batches off the pipe as they arrive, so the parent never waits on a worker busy sending a result."""
+    init_worker(config, ignore_interrupt=True, own_process=True)
+    inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+    def receive() -> None:
+        try:
+            while True:
+                inbox.put(connection.recv_bytes())
+        except (EOFError, OSError):  # the parent went away
+            inbox.put(b"")
+
+    threading.Thread(target=receive, daemon=True).start()
+    while data := inbox.get():
+        try:
+            reply: tuple[bool, Any] = (True, work(ForkingPickler.loads(data)))
+        except Exception as exc:  # a bug, not a bad record (those are rejects): the parent raises it
+            reply = (False, _picklable(exc))
+        try:
+            connection.send_bytes(ForkingPickler.dumps(reply))
+        except (BrokenPipeError, OSError):
+            return
+
+
+def _picklable(exc: Exception) -> Exception:
+    try:
+        ForkingPickler.dumps(exc)
+        return exc
+    except Exception:
+        return RuntimeError("".join(traceback.format_exception(exc)))

@@ -1,0 +1,150 @@
+"""The render stage of a run: template + tokenizer, token limits, trimming in whole units, the row."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import orjson
+from msgspec.structs import replace
+
+from ..conversation import Conversation, ToolCall, ToolResult, iter_blocks
+from ..errors import ConfigError, SftprepError
+from ..ledger import Ledger
+from .config import RenderConfig, ShapeConfig
+from .export import TARGET as EXPORT_TARGET
+from .export import to_messages
+from .item import conversation_json, drop
+
+
+class Renderer:
+    """Loaded once per worker: the template and tokenizer are the expensive part."""
+
+    def __init__(self, config: RenderConfig):
+        from ..render import MaskPolicy, RenderOptions, load_template, load_tokenizer
+
+        self.tokenizer = load_tokenizer(config.tokenizer)
+        self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
+        self.template = load_template(config.template, self.tokenizer)
+        self.mask = MaskPolicy.parse(config.mask)
+        try:
+            now = datetime.fromisoformat(config.date).replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
+                              code="bad_config") from None
+        self.options = RenderOptions(now=now, calls=config.calls)
+
+    def render(self, conv: Conversation):
+        return self.render_buffers(conv)[0]
+
+    def render_buffers(self, conv: Conversation):
+        """(Rendered, ids as int32 bytes, mask as int8 bytes)."""
+        from ..render.engine import render_buffers
+
+        return render_buffers(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
+
+    def render_item(self, item, shape: ShapeConfig):
+        """Render, apply the token limits (trimming whole units when allowed), and build the row."""
+        conv = item.conversation
+        rendered, *buffers = self.render_buffers(conv)
+        if shape.max_tokens and len(rendered.input_ids) > shape.max_tokens:
+            if not shape.trim:
+                return drop(item, "render", "too_long", f"{len(rendered.input_ids)} tokens > max_tokens")
+            trimmed = self._trim(conv, shape.max_tokens)
+            if trimmed is None:
+                return drop(item, "render", "too_long_untrimmable",
+                            f"no whole-unit prefix fits in {shape.max_tokens} tokens")
+            conv, (rendered, *buffers) = trimmed
+            item.conversation, item.trimmed = conv, True
+        if len(rendered.input_ids) < shape.min_tokens:
+            return drop(item, "render", "too_short", f"{len(rendered.input_ids)} tokens < min_tokens")
+        if not any(rendered.loss_mask):
+            return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
+        item.ledger.extend(rendered.ledger)
+        item.rendered = self.row(item, conv, rendered, buffers)
+        return item
+
+    def _trim(self, conv: Conversation, limit: int):
+        """The longest prefix that ends on an assistant turn, holds every result of every call it holds,
+        and fits: binary search over those cut points (token count grows with the prefix)."""
+        cuts = cut_points(conv)
+        best = None
+        lo, hi = 0, len(cuts) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            prefix = replace(conv, messages=conv.messages[: cuts[mid]])
+            try:
+                result = self.render_buffers(prefix)
+            except SftprepError:
+                hi = mid - 1
+                continue
+            if len(result[0].input_ids) <= limit:
+                best, lo = (prefix, result), mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None) -> dict[str, Any]:
+        # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
+        # to the parent as buffers, turned into Arrow columns without a Python object per token.
+        if buffers:
+            ids = np.frombuffer(buffers[0], dtype="<i4")
+            mask = np.frombuffer(buffers[1], dtype=np.int8)
+        else:
+            ids = np.array(rendered.input_ids, dtype=np.int32)
+            mask = np.array(rendered.loss_mask, dtype=np.int8)
+        export_ledger = Ledger(EXPORT_TARGET)
+        messages, tools = to_messages(conv, export_ledger)
+        item.ledger.extend(export_ledger.entries)
+        ledger = item.ledger
+        return {
+            "id": item.digest,
+            "source": item.source,
+            "source_format": conv.meta.provider,
+            "shape": conv.meta.shape,
+            "template": rendered.template,
+            "tokenizer": rendered.tokenizer,
+            "input_ids": ids,
+            # labels (ids, -100 where masked) are derived by the writer: a quarter less to ship
+            "loss_mask": mask,
+            "num_tokens": len(ids),
+            "num_trained_tokens": int(np.count_nonzero(mask)),
+            "num_messages": len(conv.messages),
+            "num_tool_calls": sum(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)),
+            "trimmed": item.trimmed,
+            "messages": _json(messages),
+            "tools": _json(tools),
+            "conversation": conversation_json(conv),
+            "issues": _json([_issue(i) for i in item.issues]),
+            "ledger": _json([{"kind": e.kind, "path": e.path, "reason": e.reason, "target": e.target}
+                             for e in ledger]),
+            "export": _json(item.export) if item.export is not None else None,
+        }
+
+
+def cut_points(conv: Conversation) -> list[int]:
+    """Message counts k such that messages[:k] ends on an assistant turn and no call in it waits for
+    a result outside it: trimming there never separates a call from its result."""
+    open_calls: set[str] = set()
+    cuts = []
+    for k, message in enumerate(conv.messages, start=1):
+        for block in message.blocks:
+            if isinstance(block, ToolCall):
+                open_calls.add(block.id)
+            elif isinstance(block, ToolResult) and block.call_id is not None:
+                open_calls.discard(block.call_id)
+        if message.role == "assistant" and not open_calls:
+            cuts.append(k)
+    return cuts
+
+
+def _issue(issue) -> dict[str, Any]:
+    out = {"code": issue.code, "severity": issue.severity, "path": issue.path, "message": issue.message}
+    if issue.span is not None:  # a flattened call: where in the block's text (the QA report shows it)
+        out["span"], out["family"] = list(issue.span), issue.family
+    return out
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,163 @@
+"""The stages a record passes through: parse, validate, shape, render (then dedup and write, in the
+parent). Each stage is a small function over one `Item`; it either lets the item pass or ends its
+journey with a rejection (code + where) or a filter (reason). `run_stages` counts all of it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from ..conversation import Conversation, ToolCall, iter_blocks
+from ..errors import SftprepError
+from ..ingest import RawRecord, expand, parse_record
+from ..validate import Issue, ValidateConfig, validate
+from .config import JobConfig
+from .item import Item, content_digest, drop, reject
+from .stats import Stats
+
+
+class Context:
+    """What the stages need, built once per worker: config, validation settings, renderer."""
+
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.validate_config = ValidateConfig(dict(config.validate.severity))
+        self.fmt = None if config.input.format == "auto" else config.input.format
+        self.shape = None if config.input.shape == "auto" else config.input.shape
+        self._renderer = None
+
+    @property
+    def renderer(self):
+        if self._renderer is None:
+            from .render_stage import Renderer
+
+            self._renderer = Renderer(self.config.render)
+        return self._renderer
+
+
+# --- stages ----------------------------------------------------------------------------------------
+
+def read_stage(item: Item, ctx: Context) -> Item:
+    """Records the reader could not decode (invalid JSON, not UTF-8, too large) end here."""
+    if item.error is not None:
+        return reject(item, "read", item.error.code, item.error.message, item.error.path)
+    return item
+
+
+def parse_stage(item: Item, ctx: Context) -> Item:
+    try:
+        item.conversation = parse_record(item.record, item.source, fmt=ctx.fmt, shape=ctx.shape,
+                                         strict=ctx.config.run.strict,
+                                         keep_original=ctx.config.output.keep_original)
+    except SftprepError as exc:
+        return reject(item, "parse", exc.code, exc.message, exc.path)
+    return item
+
+
+def validate_stage(item: Item, ctx: Context) -> Item:
+    item.issues = validate(item.conversation, ctx.validate_config)
+    rejecting = set(ctx.config.validate.reject)
+    for issue in item.issues:
+        if issue.severity in rejecting:
+            return reject(item, "validate", issue.code, issue.message, issue.path,
+                          _flagged(item.conversation, issue))
+    return item
+
+
+_BLOCK_PATH = re.compile(r"\$\.messages\[(\d+)\]\.blocks\[(\d+)\]")
+
+
+def _flagged(conv: Conversation, issue: Issue) -> dict | None:
+    """For an issue that marks a span of text (a flattened call): the span and its text. The rejects
+    file keeps the provider's record, where the canonical offsets mean nothing, so the text goes along."""
+    match = _BLOCK_PATH.fullmatch(issue.path)
+    if issue.span is None or match is None:
+        return None
+    block = conv.messages[int(match[1])].blocks[int(match[2])]
+    start, end = issue.span
+    return {"family": issue.family, "span": [start, end], "text": (getattr(block, "text", None) or "")[start:end]}
+
+
+def shape_stage(item: Item, ctx: Context) -> Item:
+    shape = ctx.config.shape
+    codes = {i.code for i in item.issues}
+    for code in shape.drop_codes:
+        if code in codes:
+            return drop(item, "shape", f"issue:{code}", f"has issue {code}")
+    conv = item.conversation
+    if not any(m.role == "assistant" for m in conv.messages):
+        return drop(item, "shape", "no_assistant_turn", "nothing to train on: no assistant turn")
+    if shape.require_tool_calls and not any(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)):
+        return drop(item, "shape", "no_tool_calls", "no tool calls (shape.require_tool_calls)")
+    item.digest = content_digest(conv)
+    return item
+
+
+def render_stage(item: Item, ctx: Context) -> Item:
+    try:
+        return ctx.renderer.render_item(item, ctx.config.shape)
+    except SftprepError as exc:
+        return reject(item, "render", exc.code, exc.message, exc.path)
+
+
+def export_stage(item: Item, ctx: Context) -> Item:
+    target = ctx.config.convert.to
+    if not target:
+        return item
+    from .. import formats
+
+    try:
+        item.export, entries = formats.serialize(item.conversation, target, shape="request",
+                                                 strict=ctx.config.run.strict)
+    except SftprepError as exc:
+        return reject(item, "render", exc.code, exc.message, exc.path)
+    item.ledger.extend(entries)
+    return item
+
+
+WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
+    ("read", (read_stage,)),
+    ("parse", (parse_stage,)),
+    ("validate", (validate_stage,)),
+    ("shape", (shape_stage,)),
+    ("render", (export_stage, render_stage)),
+)
+
+
+def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
+    """Worker side: every record (decoded and split here when the reader deferred it) through
+    read..render. Counts each stage's in/passed/rejected/filtered."""
+    stats = Stats()
+    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
+             for deferred in raws for raw in expand(deferred)]
+    for item in items:
+        for name, steps in WORKER_STAGES:
+            counts = stats.stages[name]
+            counts.seen += 1
+            for step in steps:
+                step(item, ctx)
+                if item.outcome is not None:
+                    break
+            if item.outcome is not None:
+                (counts.rejected if item.outcome.kind == "rejected" else counts.filtered)[item.outcome.code] += 1
+                break
+            counts.passed += 1
+        else:
+            item.tallies = _tallies(item)
+    return items, stats
+
+
+def _tallies(item: Item) -> list[tuple[str, str]]:
+    """What a record adds to the run's tallies; the parent counts it only once the record is written,
+    so tallies describe the written set (duplicates excluded)."""
+    conv = item.conversation
+    out = [("issues", issue.code) for issue in item.issues]
+    out += [("ledger", entry.kind) for entry in item.ledger]
+    out += [("source_format", conv.meta.provider or "unknown"), ("shape", conv.meta.shape or "unknown")]
+    return out
+
+
+def _undecoded(raw: RawRecord) -> Any:
+    return raw.raw.decode("utf-8", "replace") if raw.raw is not None else None
+
+

@@ -1,0 +1,200 @@
+"""Output files that appear complete or not at all: each is written under a temporary name and renamed
+when closed. Parquet shards use an explicit schema, so heterogeneous tool schemas and arguments (JSON
+strings here) never disturb Arrow type inference."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError
+
+SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("source", pa.string()),
+    ("source_format", pa.string()),
+    ("shape", pa.string()),
+    ("template", pa.string()),
+    ("tokenizer", pa.string()),
+    ("input_ids", pa.list_(pa.int32())),
+    ("labels", pa.list_(pa.int32())),
+    ("loss_mask", pa.list_(pa.int8())),
+    ("num_tokens", pa.int32()),
+    ("num_trained_tokens", pa.int32()),
+    ("num_messages", pa.int32()),
+    ("num_tool_calls", pa.int32()),
+    ("trimmed", pa.bool_()),
+    ("messages", pa.string()),  # JSON: chat messages with tool_calls, arguments as objects (TRL style)
+    ("tools", pa.string()),  # JSON: [{"type": "function", "function": {...}}]
+    ("conversation", pa.string()),  # JSON: the canonical conversation
+    ("issues", pa.string()),  # JSON: warnings the record kept
+    ("ledger", pa.string()),  # JSON: what rendering or export could not carry
+    ("export", pa.string()),  # JSON: the [convert] target body, or null
+])
+
+
+def atomic_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
+
+
+def ensure_dir(path: str | Path) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".sftprep-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot write to output directory '{out}': {exc.strerror}",
+                          code="unwritable_output") from None
+    return out
+
+
+# Rows are written as they come, a row group at a time, so memory holds one row group, never a shard.
+ROW_GROUP_ROWS = 256
+ROW_GROUP_TOKENS = 1_000_000
+# Dictionary encoding only where values repeat (it costs more than it saves on token ids).
+_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger"]
+
+
+class ShardWriter:
+    """Rows to `data-00000.parquet` (or `.jsonl`) shards of at most `shard_size` rows each. Token columns
+    (input_ids, labels, loss_mask) may be lists or numpy arrays; Arrow columns are built from them in
+    bulk. A row without `labels` gets them here, from its ids and mask (-100 where masked), which spares
+    shipping them from the workers. Row groups close after ROW_GROUP_ROWS rows or ROW_GROUP_TOKENS
+    tokens: a function of the rows alone, so the bytes written do not depend on how rows were batched."""
+
+    def __init__(self, directory: Path, fmt: str, shard_size: int):
+        self.directory, self.fmt, self.shard_size = directory, fmt, max(1, shard_size)
+        self.rows: list[dict[str, Any]] = []  # the current row group (Parquet)
+        self.tokens = 0  # in self.rows
+        self.in_shard = 0  # rows written to the open shard
+        self.shards: list[Path] = []
+        self._sink: Any = None  # the open shard: a ParquetWriter or a file
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._sink is None:
+            self._open()
+        if self.fmt == "parquet":
+            self.rows.append(row)
+            self.tokens += len(row["input_ids"])
+            if len(self.rows) >= ROW_GROUP_ROWS or self.tokens >= ROW_GROUP_TOKENS:
+                self._write_group()
+        else:
+            if "labels" not in row:
+                row = {name: row[name] if name != "labels" else row_labels(row) for name in SCHEMA.names}
+            self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self.in_shard += 1
+        if self.in_shard >= self.shard_size:
+            self._close_shard()
+
+    def close(self) -> list[Path]:
+        if self._sink is not None or not self.shards:
+            if self._sink is None:
+                self._open()  # an empty run still writes one empty shard: the schema is the contract
+            self._close_shard()
+        return self.shards
+
+    def abort(self) -> None:
+        """Close and remove the shard being written (finished shards stay)."""
+        if self._sink is not None:
+            sink, self._sink, self.rows = self._sink, None, []
+            sink.close()
+            atomic_path(self._path()).unlink(missing_ok=True)
+
+    def _path(self) -> Path:
+        return self.directory / f"data-{len(self.shards):05d}.{self.fmt}"
+
+    def _open(self) -> None:
+        tmp = atomic_path(self._path())
+        if self.fmt == "parquet":
+            self._sink = pq.ParquetWriter(tmp, SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)
+        else:
+            self._sink = open(tmp, "wb")
+
+    def _write_group(self) -> None:
+        if self.rows:
+            self._sink.write_table(rows_table(self.rows), row_group_size=len(self.rows))
+        self.rows, self.tokens = [], 0
+
+    def _close_shard(self) -> None:
+        path = self._path()
+        if self.fmt == "parquet":
+            if self.rows or self.in_shard == 0:
+                self._sink.write_table(rows_table(self.rows), row_group_size=max(1, len(self.rows)))
+            self.rows, self.tokens = [], 0
+        self._sink.close()
+        self._sink = None
+        os.replace(atomic_path(path), path)
+        self.shards.append(path)
+        self.in_shard = 0
+
+
+def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows as a table of SCHEMA, column by column; list columns from one concatenated buffer each."""
+    lists = {name: _list_values([row[name] for row in rows], SCHEMA.field(name).type.value_type)
+             for name in ("input_ids", "loss_mask")}
+    if any("labels" not in row for row in rows):  # derived for the whole group at once
+        offsets, ids = lists["input_ids"]
+        lists["labels"] = offsets, _labels(ids, lists["loss_mask"][1])
+    else:
+        lists["labels"] = _list_values([row["labels"] for row in rows], pa.int32())
+    columns = []
+    for field in SCHEMA:
+        if field.name in lists:
+            offsets, values = lists[field.name]
+            columns.append(pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
+                                                    pa.array(values, type=field.type.value_type)))
+        else:
+            columns.append(pa.array([row[field.name] for row in rows], type=field.type))
+    return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, concatenated values) of a list column."""
+    dtype = item.to_pandas_dtype()
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(v) for v in values], out=offsets[1:])
+    flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)
+    return offsets, flat
+
+
+def row_labels(row: dict[str, Any]) -> np.ndarray:
+    """The row's training labels: its ids, -100 where the mask is 0."""
+    return _labels(np.asarray(row["input_ids"], dtype=np.int32), np.asarray(row["loss_mask"], dtype=np.int8))
+
+
+def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return np.where(mask != 0, ids, np.int32(-100)).astype(np.int32)
+
+
+class JsonlFile:
+    """A JSONL file renamed into place on close; removed on abort."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.tmp = atomic_path(path)
+        self.handle = open(self.tmp, "wb")
+
+    def write(self, obj: Any) -> None:
+        self.handle.write(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+
+    def close(self) -> None:
+        self.handle.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        self.handle.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = atomic_path(path)
+    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    os.replace(tmp, path)
