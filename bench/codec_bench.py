@@ -18,8 +18,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from corpus import CORPUS, request_bodies, response_bodies, tau_bench_trajectories  # noqa: E402
 
-from pipeline import formats  # noqa: E402
-from pipeline.errors import SftprepError  # noqa: E402
+import pipeline  # noqa: E402
 
 
 def workload() -> dict[str, list[tuple[object, str, int]]]:
@@ -29,8 +28,8 @@ def workload() -> dict[str, list[tuple[object, str, int]]]:
     records += [(t, "messages") for _, t in tau_bench_trajectories()]
     for record, shape in records:
         try:
-            found = formats.detect(record)
-        except SftprepError:
+            found = pipeline.detect(record)
+        except pipeline.SftprepError:
             continue
         out[found.format].append((record, shape or found.shape, len(orjson.dumps(record))))
     return out
@@ -42,19 +41,16 @@ def main() -> None:
     args = parser.parse_args()
     if not CORPUS.is_dir():
         sys.exit(f"corpus not found at {CORPUS} (set SFTPREP_CORPUS)")
-    from pipeline.ledger import Ledger
-
     print(f"{'format':18} {'records':>8} {'MB':>7} {'conv/s':>10} {'MB/s':>8}   (median of {args.passes} passes)")
     total_n = total_bytes = total_time = 0.0
     for fmt, items in sorted(workload().items()):
-        module = formats.get(fmt)
         size = sum(b for _, _, b in items)
         times = []
         for _ in range(args.passes):
             start = time.perf_counter()
             for record, shape, _ in items:
-                conv = module.parse(record, shape=shape)
-                module.serialize(conv, shape=shape, ledger=Ledger(fmt))
+                conv = pipeline.parse(record, fmt, shape)
+                pipeline.serialize(conv, fmt, shape=shape)
             times.append(time.perf_counter() - start)
         median = statistics.median(times)
         total_n, total_bytes, total_time = total_n + len(items), total_bytes + size, total_time + median

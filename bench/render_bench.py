@@ -4,7 +4,7 @@
       chat_template=<trl 1.16.0 qwen2_5_training.jinja>, tokenize=True, return_dict=True,
       return_assistant_tokens_mask=True)` with num_proc = cores, then `to_parquet`;
   (b) bound: `tokenizers.Tokenizer.encode_batch` over the already-rendered texts (tokenizing everything);
-  (c) `sftprep run` (pipeline.run.run_job): chatml + qwen2.5, Parquet out, workers = cores.
+  (c) `sftprep run` (pipeline.run_job): chatml + qwen2.5, Parquet out, workers = cores.
 
     python bench/render_bench.py [--quick] [--agent N] [--unique N] [--distinct N] [--workers N] [--repeat N]
                                  [--keep DIR]
@@ -222,7 +222,7 @@ def _baseline_row(example, tokenizer, template):
 def phase_baseline(workload: Path, out: Path, workers: int) -> dict:
     import datasets
 
-    from pipeline.render import load_tokenizer
+    from pipeline import load_tokenizer
 
     datasets.disable_progress_bars()
     tokenizer = load_tokenizer("qwen2.5").to_transformers()
@@ -252,7 +252,7 @@ def phase_baseline(workload: Path, out: Path, workers: int) -> dict:
 def phase_bound(out: Path) -> dict:
     import pyarrow.parquet as pq
 
-    from pipeline.render import load_tokenizer
+    from pipeline import load_tokenizer
 
     backend = load_tokenizer("qwen2.5").backend
     ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
@@ -268,8 +268,7 @@ def phase_bound(out: Path) -> dict:
 def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> dict:
     """The default job, but: no token limit (the baseline trims nothing), no provider export and (unless
     `qa`) no QA report (the baseline makes neither)."""
-    from pipeline.run.config import load_config
-    from pipeline import run_job
+    from pipeline import load_config, run_job
 
     config = load_config(None, {
         "input.paths": [str(workload)], "output.dir": str(out / ("sftprep-qa" if qa else "sftprep")),
@@ -359,7 +358,7 @@ def check_same(out: Path, workload: Path) -> dict:
     """(c)'s rows against (a)'s: ids equal; masks equal once trl's two trained newlines are cleared."""
     import pyarrow.parquet as pq
 
-    from pipeline.render import load_tokenizer
+    from pipeline import load_tokenizer
 
     tok = load_tokenizer("qwen2.5")
     (nl,), (assistant,) = tok.encode("\n"), tok.encode("assistant")

@@ -20,9 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.errors import SftprepError  # noqa: E402
-from pipeline.ingest import expand_paths, iter_raw, parse_record  # noqa: E402
-from pipeline.validate import ValidateConfig, validate  # noqa: E402
+from pipeline import SftprepError, ValidateConfig, expand_paths, iter_raw, parse_record, validate  # noqa: E402
 
 FOLDERS = ("pydantic_ai_anthropic", "pydantic_ai_openai_chat", "pydantic_ai_openai_responses", "pydantic_ai_google",
            "vercel_ai_anthropic", "vercel_ai_google", "vercel_ai_openai_chat", "vercel_ai_openai_responses",

@@ -34,7 +34,7 @@ _LAZY: dict[str, str] = {
                      "ConfigError"), "errors"),
     # stages
     **dict.fromkeys(("FORMATS", "detect", "parse", "serialize"), "formats"),
-    **dict.fromkeys(("expand_paths", "iter_parsed", "parse_record"), "ingest"),
+    **dict.fromkeys(("expand_paths", "iter_raw", "iter_parsed", "parse_record"), "ingest"),
     **dict.fromkeys(("RULES", "Issue", "ValidateConfig"), "validate"),
     **dict.fromkeys(("FAMILIES", "BUILTIN_TOKENIZERS", "MaskPolicy", "RenderOptions", "Rendered", "Span",
                      "load_template", "load_tokenizer", "parse_back", "check_roundtrip", "mask_view"), "render"),

@@ -14,7 +14,7 @@ PUBLIC = [
     "FORMATS", "InputError", "Issue", "JobConfig", "Ledger", "LedgerEntry", "MaskPolicy", "Media", "Message", "Meta",
     "Opaque", "ParseError", "RULES", "Reasoning", "RenderError", "RenderOptions", "Rendered", "RunResult",
     "SftprepError", "ShapeError", "Span", "Text", "Tool", "ToolCall", "ToolResult", "ValidateConfig",
-    "build_report", "check_roundtrip", "detect", "expand_paths", "iter_parsed", "load_config", "load_template",
+    "build_report", "check_roundtrip", "detect", "expand_paths", "iter_parsed", "iter_raw", "load_config", "load_template",
     "load_tokenizer", "mask_view", "parse", "parse_back", "parse_record", "render", "render_html",
     "render_terminal", "run_job", "serialize", "validate", "write_html",
 ]

@@ -1,4 +1,4 @@
-"""Subcommands of `sftprep`: each module registers its parser and handler; `cli.py` wires them."""
+"""What the subcommands share: exit codes and the JSONL sink that only appears complete."""
 
 from __future__ import annotations
 

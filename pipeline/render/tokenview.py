@@ -3,7 +3,7 @@
 `build_view` cuts a `Rendered` into rows, one per span, each a run of token cells; `terminal_view` turns
 one record's views (one per template) into a rich renderable, side by side; `html_page` writes the same
 view as one self-contained page; `json_line` is the machine form. `sftprep render` picks the records and
-prints (pipeline/commands/render.py).
+prints (pipeline/cli/render.py).
 
 Transcript text is never interpreted: rich output is built from `Text` pieces (no markup parsing),
 control characters are shown as symbols (a logged escape sequence must not drive the terminal), and

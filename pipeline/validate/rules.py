@@ -1,5 +1,5 @@
 """Validation internals: the per-conversation index the rules share, the JSON Schema rules, the
-provider replay rules, and provider paths. The registry and the generic rules are in validate.py."""
+provider replay rules, and provider paths. The registry and the generic rules are in validator.py."""
 
 from __future__ import annotations
 
