@@ -1,64 +1,20 @@
-"""OpenAI Responses input/output items -> canonical messages (the reading half of the item layer;
-`_openai_responses_write` is the other half).
-
-The wire format is a flat list of items. Parsing groups them: consecutive assistant-side items
-(reasoning, assistant messages, calls, hosted tool items) form one assistant message, consecutive
-outputs form one "tool" message, and every user/system/developer message item is its own message.
-
-Layout needed to split a group back into the very same items lives in `form["openai-responses"]`:
-- on a Text/Media block that starts a message item: `item` = that item's layout ({"t": type key was
-  present, "s": content was a string, "kv": {id, status as written}});
-- on single-item blocks (calls, results, reasoning): `kv` = item keys kept only for layout (id, status);
-- on the message: `empty` (message items with `content: []`, by block offset), `parts` (indexes of
-  Opaque blocks that are unknown content parts, not items) and `item_at` (layout of an item whose first
-  part is such an Opaque).
-Semantic data without a canonical field (phase, annotations, caller, namespace, unknown keys) lives in
-`extras["openai-responses"]`; a message item's own keys go on its first block as `message.<key>`.
-"""
+"""OpenAI Responses input/output items -> canonical blocks (the reading half of the item layer;
+`writer` is the other half): message items and their parts, calls, results, reasoning."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
-from msgspec import UNSET, structs
+from ...conversation import Media, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ...errors import ParseError
+from ...ids import CallIds
+from ..base import CallIndex, expect, require
+from .grouping import Group, Messages
+from .items import KNOWN_ITEM_TYPES, MESSAGE_ROLES, NAME, item_side, parse_json_arguments, slot
 
-from ..conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
-from ..errors import ParseError
-from ..ids import CallIds
-from .base import CallIndex, expect, require
-
-NAME = "openai-responses"
-MAX_CALL_ID = 64  # the API rejects longer call_id values (string_above_max_length)
-
-MESSAGE_ROLES = frozenset({"user", "assistant", "system", "developer"})
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
-
-# Which side of the conversation an item type belongs to (decides grouping).
-ASSISTANT_TYPES = frozenset({
-    "reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call",
-    "computer_call", "code_interpreter_call", "image_generation_call", "local_shell_call", "shell_call",
-    "apply_patch_call", "mcp_call", "mcp_list_tools", "mcp_approval_request", "tool_search_call",
-    "compaction", "program", "item_reference",
-})
-TOOL_TYPES = frozenset({
-    "function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output",
-    "shell_call_output", "apply_patch_call_output", "tool_search_output", "program_output",
-})
-USER_TYPES = frozenset({"mcp_approval_response", "compaction_trigger"})
-DEVELOPER_TYPES = frozenset({"additional_tools", "configuration_update"})
-KNOWN_ITEM_TYPES = ASSISTANT_TYPES | TOOL_TYPES | USER_TYPES | DEVELOPER_TYPES | {"message"}
-# Part types no other provider uses: their presence makes a bare list certainly ours.
-OWN_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file"})
-
 _CALL_HINT = frozenset({"mcp_call", "program"})
 _AUDIO_MEDIA_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
-ERROR_PREFIX = "Error: "
-
-
-def _slot(values: dict) -> dict:
-    return {NAME: values} if values else {}
 
 
 def _role_hint(item_type: str) -> str:
@@ -69,38 +25,6 @@ def _role_hint(item_type: str) -> str:
     return "other"
 
 
-def item_side(item: dict, item_type: str) -> str:
-    """The canonical role an item's group takes: assistant, tool, user or developer/system."""
-    if item_type in ASSISTANT_TYPES:
-        return "assistant"
-    if item_type in TOOL_TYPES:
-        return "tool"
-    if item_type in USER_TYPES:
-        return "user"
-    role = item.get("role")
-    if item_type in DEVELOPER_TYPES:
-        return role if role in ("developer", "system") else "developer"
-    # An unknown type: trust its role when it has one, else guess from the name.
-    if isinstance(role, str) and role in MESSAGE_ROLES:
-        return role
-    return "tool" if item_type.endswith("_output") else "assistant"
-
-
-def parse_json_arguments(raw: str) -> tuple[Any, bool]:
-    try:
-        return orjson.loads(raw), True
-    except orjson.JSONDecodeError:
-        pass
-    try:  # orjson refuses integers beyond 64 bits; the stdlib parser does not (but refuses NaN here)
-        return json.loads(raw, parse_constant=_refuse_constant), True
-    except (ValueError, RecursionError):
-        return UNSET, False
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
 def split_data_url(url: str) -> tuple[str, str] | None:
     """`data:<media type>;base64,<data>` -> (media type, data); None for anything else."""
     if not url.startswith("data:"):
@@ -109,75 +33,6 @@ def split_data_url(url: str) -> tuple[str, str] | None:
     if not sep or not head or ";" in head or "," in head:
         return None
     return head, data
-
-
-# ================================================================================================
-# parsing
-# ================================================================================================
-
-class _Group:
-    """The canonical message being assembled from consecutive items of one side."""
-
-    __slots__ = ("role", "blocks", "form")
-
-    def __init__(self, role: str) -> None:
-        self.role = role
-        self.blocks: list = []
-        self.form: dict = {}
-
-    def message(self) -> Message:
-        return Message(role=self.role, blocks=tuple(self.blocks), form=_slot(self.form))  # type: ignore[arg-type]
-
-    def add_content(self, blocks: list, layout: dict, item_extras: dict, opaque_at: list[int]) -> None:
-        """Append one message item's parts, putting the item's layout on its first block."""
-        offset = len(self.blocks)
-        if opaque_at:
-            self.form.setdefault("parts", []).extend(offset + i for i in opaque_at)
-        if not blocks:
-            if item_extras:
-                layout = {**layout, "x": item_extras}
-            self.form.setdefault("empty", []).append([offset, layout])
-            return
-        first = blocks[0]
-        if isinstance(first, Opaque):
-            if item_extras:
-                layout = {**layout, "x": item_extras}
-            self.form.setdefault("item_at", {})[str(offset)] = layout
-        else:
-            form = dict(first.form.get(NAME) or {})
-            form["item"] = layout
-            changes: dict = {"form": {NAME: form}}
-            if item_extras:
-                changes["extras"] = {NAME: {**(first.extras.get(NAME) or {}), **item_extras}}
-            blocks[0] = structs.replace(first, **changes)
-        self.blocks.extend(blocks)
-
-
-class _Messages:
-    """The messages built so far, and the open group that consecutive items of its side extend."""
-
-    __slots__ = ("messages", "open", "extendable")
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.open: _Group | None = None
-        self.extendable = False
-
-    def group(self, side: str | None, role: str) -> _Group:
-        """The open group when it is of `side`; else a new one (`side` None: a message of its own)."""
-        if side is not None and self.extendable and self.open is not None and self.open.role == side:
-            return self.open
-        if self.open is not None:
-            self.messages.append(self.open.message())
-        self.open = _Group(role)
-        self.extendable = side is not None
-        return self.open
-
-    def finish(self) -> list[Message]:
-        if self.open is not None:
-            self.messages.append(self.open.message())
-            self.open = None
-        return self.messages
 
 
 class Reader:
@@ -195,7 +50,7 @@ class Reader:
     def items(self, items: list, base: str, lead: bool):
         """-> (messages, system blocks, developer blocks, lead layout). With `lead`, the system and
         developer messages before any other item are the conversation's instructions."""
-        out = _Messages()
+        out = Messages()
         system: list = []
         developer: list = []
         lead_form: list = []
@@ -216,7 +71,7 @@ class Reader:
                 content = self.message_content(item, path, role)
                 # conv.system/developer hold text and media only: an unknown part keeps it a message.
                 if leading and role in ("system", "developer") and not content[3]:
-                    one = _Group(role)
+                    one = Group(role)
                     one.add_content(*content)
                     entry = {"role": role, "n": len(one.blocks)}
                     if one.form:
@@ -302,7 +157,7 @@ class Reader:
                         form.setdefault("e", []).append(key)  # an empty list carries no data
                     else:
                         extras[key] = value
-                return Text(text=text, extras=_slot(extras), form={NAME: form})
+                return Text(text=text, extras=slot(extras), form={NAME: form})
             case "refusal":
                 text = require(part, "refusal", str, path)
                 extras = {k: v for k, v in part.items() if k not in ("type", "refusal")}
@@ -321,7 +176,7 @@ class Reader:
                 if inner:
                     extras["input_audio"] = inner
                 return Media(kind="audio", data=data, media_type=_AUDIO_MEDIA_TYPES.get(fmt, f"audio/{fmt}"),
-                             extras=_slot(extras), form={NAME: {"fmt": fmt}})
+                             extras=slot(extras), form={NAME: {"fmt": fmt}})
         if self.strict:
             raise ParseError(f"unknown content part type '{part_type}'", path=f"{path}.type", code="unknown_block")
         return Opaque(provider=NAME, item_type=part_type if isinstance(part_type, str) else str(part_type),
@@ -364,7 +219,7 @@ class Reader:
         self._media_common(part, path, kv, extras, fields, ("image_url",))
         if kv:
             form["kv"] = kv
-        return Media(kind="image", extras=_slot(extras), form={NAME: form}, **fields)
+        return Media(kind="image", extras=slot(extras), form={NAME: form}, **fields)
 
     def file_part(self, part: dict, path: str) -> Media:
         kv: dict = {}
@@ -396,7 +251,7 @@ class Reader:
         media_type = fields.get("media_type") or ""
         filename = fields.get("filename") or ""
         document = media_type == "application/pdf" or media_type.startswith("text/") or filename.endswith(".pdf")
-        return Media(kind="document" if document else "file", extras=_slot(extras), form={NAME: form}, **fields)
+        return Media(kind="document" if document else "file", extras=slot(extras), form={NAME: form}, **fields)
 
     # --- calls, results, reasoning ------------------------------------------------------------
 
@@ -410,7 +265,7 @@ class Reader:
         kv = {k: item[k] for k in ("id", "status") if k in item}
         extras = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "arguments", "id", "status")}
         return ToolCall(id=canonical, name=name, arguments=arguments, raw_arguments=raw, arguments_valid=valid,
-                        provider_id=call_id, extras=_slot(extras), form={NAME: {"kv": kv} if kv else {}})
+                        provider_id=call_id, extras=slot(extras), form={NAME: {"kv": kv} if kv else {}})
 
     def custom_call(self, item: dict, path: str) -> ToolCall:
         call_id = require(item, "call_id", str, path)
@@ -421,7 +276,7 @@ class Reader:
         kv = {k: item[k] for k in ("id", "status") if k in item}
         extras = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "input", "id", "status")}
         return ToolCall(id=canonical, name=name, arguments=text, provider_id=call_id, kind="custom",
-                        extras=_slot(extras), form={NAME: {"kv": kv} if kv else {}})
+                        extras=slot(extras), form={NAME: {"kv": kv} if kv else {}})
 
     def call_output(self, item: dict, item_type: str, path: str) -> ToolResult:
         if "output" not in item:
@@ -461,7 +316,7 @@ class Reader:
         return ToolResult(call_id=canonical, provider_id=provider_id, name=name, content=content,
                           matched_by="id" if canonical is not None else None,
                           kind="custom" if item_type == "custom_tool_call_output" else "function",
-                          extras=_slot(extras), form={NAME: form})
+                          extras=slot(extras), form={NAME: form})
 
     def reasoning(self, item: dict, path: str) -> Reasoning:
         kv: dict = {}
@@ -509,4 +364,4 @@ class Reader:
             form["ns"] = 1
         if kv:
             form["kv"] = kv
-        return Reasoning(origin=NAME, extras=_slot(extras), form={NAME: form}, **fields)
+        return Reasoning(origin=NAME, extras=slot(extras), form={NAME: form}, **fields)

@@ -1,134 +1,18 @@
-"""OpenAI Chat Completions: request bodies, bare message lists and `chat.completion` response objects.
-
-`serialize` lives in `_openai_chat_write.py`, content parts and tools in `_openai_chat_blocks.py`.
-
-Layout hints that the canonical fields cannot express (content was a string or a list or null, a key
-was present with null, the order of leading instruction messages) go to `form["openai-chat"]`, only
-when they differ from what the serializer writes by default. Data without a canonical field goes to
-`extras["openai-chat"]`; keys starting with `$` there are this codec's own containers (`$response`,
-`$choice`, `$function`...), never wire keys of the same object.
-"""
+"""OpenAI Chat Completions messages, tool calls and tool results -> canonical messages (the
+message-level half of parsing; `parser` handles the bodies around them)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
-from ..conversation import Conversation, Media, Message, Meta, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
-from ..errors import ParseError, ShapeError
-from ..ids import CallIds
-from . import _openai_chat_blocks as blocks
-from ._openai_chat_blocks import NAME, missing, opt_str, parse_part, req_dict, req_str, rest, wrong
-from ._openai_chat_write import MAX_ID_LEN, serialize
-from .base import SHAPES, CallIndex, Detection
-
-__all__ = ["MAX_ID_LEN", "NAME", "detect", "parse", "serialize"]
-
-# --- detect ---------------------------------------------------------------------------------------
-
-# Top-level request keys only Chat Completions has (vs Anthropic Messages and Gemini).
-_CHAT_ONLY_KEYS = frozenset((
-    "max_completion_tokens", "n", "response_format", "stream_options", "reasoning_effort", "frequency_penalty",
-    "presence_penalty", "logit_bias", "logprobs", "top_logprobs", "seed", "parallel_tool_calls", "functions",
-    "function_call", "modalities", "audio", "prediction", "web_search_options", "verbosity", "reasoning_format",
-    "moderation", "store", "user", "prompt_cache_key", "safety_identifier",
-))
-# Top-level keys of the other request formats; Chat never has them.
-_FOREIGN_KEYS = frozenset((
-    "system", "contents", "input", "instructions", "anthropic_version", "stop_sequences", "top_k", "mcp_servers",
-    "container", "context_management", "output_config", "generationConfig", "generation_config",
-    "systemInstruction", "system_instruction", "toolConfig", "tool_config", "safetySettings", "safety_settings",
-    "previous_response_id", "max_output_tokens", "thinking",
-))
-_CHAT_ONLY_MESSAGE_KEYS = ("tool_calls", "tool_call_id", "function_call", "refusal", "reasoning_content", "prefix")
-_CHAT_PART_TYPES = frozenset(("image_url", "input_audio", "refusal"))
-# Part types of Anthropic and Responses content: a list holding them is not Chat.
-_FOREIGN_PART_TYPES = frozenset((
-    "image", "document", "tool_use", "tool_result", "redacted_thinking", "server_tool_use", "search_result",
-    "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result", "mcp_tool_use",
-    "mcp_tool_result", "container_upload", "input_text", "output_text", "input_image", "input_file",
-    "input_audio_file", "tool_reference", "tool_addition",
-))
-
-
-def detect(obj: Any) -> Detection | None:
-    try:
-        return _detect(obj)
-    except Exception:  # detection is a guess over arbitrary JSON: never let it raise
-        return None
-
-
-def _detect(obj: Any) -> Detection | None:
-    if isinstance(obj, list):
-        found = _scan_messages(obj, in_request=False)
-        if found is None or not obj:
-            return None
-        return Detection(NAME, "messages", found)
-    if not isinstance(obj, dict):
-        return None
-    if obj.get("object") == "chat.completion":
-        return Detection(NAME, "response", True)
-    choices = obj.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
-        return Detection(NAME, "response", True)
-    messages = obj.get("messages")
-    if not isinstance(messages, list):
-        return None
-    found = _scan_messages(messages, in_request=True)
-    if found is None:
-        return None
-    tools = obj.get("tools")
-    if isinstance(tools, list):
-        for tool in tools:
-            if isinstance(tool, dict):
-                if "function" in tool or "custom" in tool:
-                    found = True
-                elif "name" in tool or "input_schema" in tool or "functionDeclarations" in tool \
-                        or "function_declarations" in tool:
-                    return None  # Anthropic, Responses and Gemini tools; Chat nests them under `function`
-    if found:
-        return Detection(NAME, "request", True)
-    if any(key in obj for key in _FOREIGN_KEYS):
-        return None
-    return Detection(NAME, "request", any(key in obj for key in _CHAT_ONLY_KEYS))
-
-
-def _scan_messages(messages: list, in_request: bool) -> bool | None:
-    """None when some message is not a Chat message; else whether a Chat-only feature was seen."""
-    certain = False
-    for m in messages:
-        if not isinstance(m, dict) or "type" in m or "parts" in m:
-            return None
-        role = m.get("role")
-        # A mid-conversation `system` message is no proof: Anthropic accepts those too.
-        if role == "tool" or role == "function" or (in_request and role == "developer"):
-            certain = True
-        elif role not in ("user", "assistant", "system", "developer"):
-            return None
-        if not certain:
-            for key in _CHAT_ONLY_MESSAGE_KEYS:
-                if key in m:
-                    certain = True
-                    break
-        content = m.get("content")
-        if isinstance(content, list):
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                kind = part.get("type")
-                if not isinstance(kind, str):
-                    continue
-                if kind in _CHAT_PART_TYPES or (kind == "file" and "file" in part):
-                    certain = True
-                elif kind in _FOREIGN_PART_TYPES or (kind == "thinking" and not isinstance(part.get("thinking"), list)):
-                    return None
-    return certain
-
-
-# --- parse ----------------------------------------------------------------------------------------
+from ...conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ...errors import ParseError
+from ...ids import CallIds
+from ..base import CallIndex
+from . import blocks
+from .blocks import NAME, missing, opt_str, parse_part, req_dict, req_str, rest, wrong
 
 _USER_KEYS = frozenset(("role", "content", "name", "weight"))
 _ASSISTANT_KEYS = frozenset(("role", "content", "name", "weight", "tool_calls", "function_call", "refusal",
@@ -141,7 +25,9 @@ _CALL_CUSTOM_KEYS = frozenset(("name", "input"))
 _LEGACY_NOTE = "legacy function_call/function messages: call ids synthesized, results matched by name and order"
 
 
-class _Parser:
+class Parser:
+    """Reads the messages of one conversation; holds its call ids, call index and notes."""
+
     __slots__ = ("strict", "ids", "index", "notes")
 
     def __init__(self, strict: bool) -> None:
@@ -395,122 +281,3 @@ def _nulls(m: dict, keys: tuple[str, ...], form: dict) -> None:
     nulls = [k for k in keys if k in m and m[k] is None]
     if nulls:
         form["null"] = form.get("null", []) + nulls
-
-
-def parse(obj: Any, shape: str | None = None, strict: bool = False) -> Conversation:
-    if shape is None:
-        found = detect(obj)
-        if found is None:
-            raise ShapeError("not an OpenAI Chat Completions request, message list or response", path="$")
-        shape = found.shape
-    if shape == "request":
-        return _parse_request(obj, strict)
-    if shape == "messages":
-        if type(obj) is not list:
-            raise wrong("$", "a message list", "an array", obj)
-        return _parse_messages(obj, "$", strict, {}, Meta(provider=NAME, shape="messages"))
-    if shape == "response":
-        return _parse_response(obj, strict)
-    raise ShapeError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", path="$")
-
-
-_REQUEST_KEYS = frozenset(("messages", "tools", "functions"))
-
-
-def _parse_request(obj: Any, strict: bool) -> Conversation:
-    if type(obj) is not dict:
-        raise wrong("$", "a request body", "an object", obj)
-    messages = obj.get("messages", UNSET)
-    if messages is UNSET:
-        raise missing("$", "messages")
-    if type(messages) is not list:
-        raise wrong("$.messages", "'messages'", "an array", messages)
-    tools: list[Tool] = []
-    form: dict[str, Any] = {}
-    for key, legacy in (("tools", False), ("functions", True)):
-        value = obj.get(key, UNSET)
-        if value is UNSET:
-            continue
-        if value is None:
-            form.setdefault("null", []).append(key)
-        elif type(value) is list:
-            tools.extend(blocks.parse_tool(t, f"$.{key}[{i}]", legacy) for i, t in enumerate(value))
-            if not value:
-                form.setdefault("empty", []).append(key)
-        else:
-            raise wrong(f"$.{key}", f"'{key}'", "an array", value)
-    params = rest(obj, _REQUEST_KEYS)
-    model = params.get("model")
-    meta = Meta(provider=NAME, shape="request", model=model if type(model) is str else None)
-    conv = _parse_messages(messages, "$.messages", strict, form, meta, params)
-    return msgspec.structs.replace(conv, tools=tuple(tools)) if tools else conv
-
-
-def _parse_messages(messages: list, base: str, strict: bool, form: dict, meta: Meta,
-                    params: dict | None = None) -> Conversation:
-    parser = _Parser(strict)
-    system: list = []
-    developer: list = []
-    lead: list = []
-    start = 0
-    # Leading plain instruction messages become conv.system / conv.developer; one with a name or
-    # unknown keys stays a message, and so does everything after it.
-    for m in messages:
-        if type(m) is not dict or (m.get("role") != "system" and m.get("role") != "developer") \
-                or not m.keys() <= {"role", "content"}:
-            break
-        found, mode = parser.content(m, f"{base}[{start}]")
-        if any(type(b) is not Text for b in found):
-            break
-        (system if m["role"] == "system" else developer).extend(found)
-        lead.append([m["role"], len(found), mode])
-        start += 1
-    if lead != blocks.default_lead(tuple(system), tuple(developer)):
-        form["lead"] = lead
-    out = [parser.message(m, f"{base}[{i}]") for i, m in enumerate(messages[start:], start)]
-    if parser.notes:
-        meta = msgspec.structs.replace(meta, notes=tuple(parser.notes))
-    return Conversation(messages=tuple(out), system=tuple(system), developer=tuple(developer), meta=meta,
-                        extras={NAME: params} if params else {}, form={NAME: form} if form else {})
-
-
-def _parse_response(obj: Any, strict: bool) -> Conversation:
-    if type(obj) is not dict:
-        raise wrong("$", "a response", "an object", obj)
-    choices = obj.get("choices", UNSET)
-    if choices is UNSET:
-        raise missing("$", "choices")
-    if type(choices) is not list:
-        raise wrong("$.choices", "'choices'", "an array", choices)
-    response = rest(obj, frozenset(("choices",)))
-    extras: dict[str, Any] = {"$response": response}
-    messages: tuple = ()
-    stop_reason = None
-    notes: tuple = ()
-    if choices:
-        choice = choices[0]
-        if type(choice) is not dict:
-            raise wrong("$.choices[0]", "a choice", "an object", choice)
-        message = req_dict(choice, "message", "$.choices[0]")
-        parser = _Parser(strict)
-        messages = (parser.assistant(message, "$.choices[0].message"),)
-        notes = tuple(parser.notes)
-        extras["$choice"] = rest(choice, frozenset(("message",)))
-        reason = choice.get("finish_reason")
-        stop_reason = reason if type(reason) is str else None
-        if len(choices) > 1:
-            extras["$more_choices"] = list(choices[1:])
-    model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage", UNSET)
-    meta = Meta(provider=NAME, shape="response", model=model if type(model) is str else None,
-                response_id=rid if type(rid) is str else None, created=_iso(obj.get("created")),
-                stop_reason=stop_reason, usage=usage if usage is not None else UNSET, notes=notes)
-    return Conversation(messages=messages, meta=meta, extras={NAME: extras})
-
-
-def _iso(created: Any) -> str | None:
-    if type(created) is not int:
-        return None
-    try:
-        return datetime.fromtimestamp(created, timezone.utc).isoformat().replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return None

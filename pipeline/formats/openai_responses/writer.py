@@ -1,8 +1,8 @@
 """Canonical messages -> OpenAI Responses items (the writing half of the item layer).
 
-Reads the layout that `_openai_responses_items.Reader` left in `form["openai-responses"]` to rebuild
-the very same items for a conversation of this format; for another format's conversation it writes the
-plain item forms the API accepts and a ledger entry for every divergence.
+Reads the layout that `reader.Reader` left in `form["openai-responses"]` to rebuild the very same
+items for a conversation of this format; for another format's conversation it writes the plain item
+forms the API accepts and a ledger entry for every divergence.
 """
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ from typing import Any, assert_never
 import orjson
 from msgspec import UNSET
 
-from ..conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
-from ..ledger import Ledger
-from ._openai_responses_items import ERROR_PREFIX, MAX_CALL_ID, NAME, parse_json_arguments
-from .base import outgoing_id
-
-
-def own(slots: dict) -> dict | None:
-    return slots.get(NAME)
+from ...conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ...ledger import Ledger
+from ..base import outgoing_id
+from .items import ERROR_PREFIX, MAX_CALL_ID, NAME, own, parse_json_arguments
 
 
 def _plain_text(block) -> bool:

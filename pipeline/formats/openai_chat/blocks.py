@@ -1,6 +1,6 @@
-"""OpenAI Chat Completions: content parts, tool definitions and request parameters.
+"""OpenAI Chat Completions pieces both directions use: field checks, data URLs, content parts (parsed
+and written), argument JSON and the default `content` layouts.
 
-Split from `openai_chat.py` (messages, calls, results, detect/parse/serialize) to keep both readable.
 Parsing raises only ParseError with the JSON path; writing reports every divergence to the ledger.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from ..conversation import Media, Opaque, Reasoning, Text, Tool
-from ..errors import ParseError
-from ..ledger import Ledger
+from ...conversation import Media, Opaque, Reasoning, Text
+from ...errors import ParseError
+from ...ledger import Ledger
 
 NAME = "openai-chat"
 
@@ -307,187 +307,6 @@ def thinking_part(block: Reasoning) -> dict:
     out = {"type": "thinking", "thinking": [{"type": "text", "text": block.text or ""}]}
     out.update(block.extras.get(NAME) or {})
     return out
-
-
-# --- tools --------------------------------------------------------------------------------------
-
-_FUNCTION_TOOL_KEYS = frozenset(("type", "function"))
-_FUNCTION_KEYS = frozenset(("name", "description", "parameters"))
-_CUSTOM_TOOL_KEYS = frozenset(("type", "custom"))
-_CUSTOM_KEYS = frozenset(("name", "description"))
-
-
-def parse_tool(tool: Any, path: str, legacy: bool = False) -> Tool:
-    """One entry of `tools` (or of the legacy `functions` list when `legacy`)."""
-    if type(tool) is not dict:
-        raise wrong(path, "a tool", "an object", tool)
-    if legacy:
-        return _parse_function(tool, path, {}, {"legacy": True})
-    kind = tool.get("type", UNSET)
-    if kind == "function" or (kind is UNSET and "function" in tool):
-        # Mistral writes function tools without `type`; the API defaults it.
-        fn = req_dict(tool, "function", path)
-        outer = rest(tool, _FUNCTION_TOOL_KEYS)
-        return _parse_function(fn, f"{path}.function", {"$tool": outer} if outer else {},
-                               {"no_type": True} if kind is UNSET else {})
-    if kind == "custom":
-        custom = req_dict(tool, "custom", path)
-        cpath = f"{path}.custom"
-        name = req_str(custom, "name", cpath)
-        description = opt_str(custom, "description", cpath)
-        extras = rest(custom, _CUSTOM_KEYS)
-        outer = rest(tool, _CUSTOM_TOOL_KEYS)
-        if outer:
-            extras["$tool"] = outer
-        form = {"null": ["description"]} if "description" in custom and description is None else {}
-        return Tool(name=name, description=description, kind="custom", extras={NAME: extras} if extras else {},
-                    form={NAME: form} if form else {})
-    if kind is UNSET:
-        raise missing(path, "type")
-    if type(kind) is not str:
-        raise wrong(f"{path}.type", "'type'", "a string", kind)
-    # A server-side tool of some OpenAI-compatible API: kept whole, emitted verbatim.
-    name = tool.get("name") if type(tool.get("name")) is str else kind
-    return Tool(name=name, kind="hosted", extras={NAME: {"tool": dict(tool)}})
-
-
-def _parse_function(fn: dict, path: str, extras: dict, form: dict) -> Tool:
-    name = req_str(fn, "name", path)
-    description = opt_str(fn, "description", path)
-    parameters = fn.get("parameters", UNSET)
-    if parameters is not UNSET and parameters is not None and type(parameters) is not dict:
-        raise wrong(f"{path}.parameters", "'parameters'", "an object", parameters)
-    nulls = [k for k in ("description", "parameters") if k in fn and fn[k] is None]
-    if nulls:
-        form["null"] = nulls
-    if parameters is None:
-        parameters = UNSET
-    extras.update(rest(fn, _FUNCTION_KEYS))
-    return Tool(name=name, description=description, parameters=parameters, kind="function",
-                extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
-
-
-def write_tool(tool: Tool, path: str, ledger: Ledger) -> tuple[dict | None, bool]:
-    """(definition, is_legacy) for one tool; None after a ledger entry when Chat cannot carry it."""
-    own = tool.extras.get(NAME) or {}
-    form = tool.form.get(NAME) or {}
-    if tool.kind == "hosted":
-        if "tool" in own:
-            return dict(own["tool"]), False
-        ledger.add("dropped", path, f"hosted tool '{tool.name}' has no equivalent in Chat Completions")
-        return None, False
-    nulls = form.get("null", ())
-    if tool.kind == "custom":
-        custom: dict[str, Any] = {"name": tool.name}
-        if tool.description is not None or "description" in nulls:
-            custom["description"] = tool.description
-        custom.update((k, v) for k, v in own.items() if k != "$tool")
-        out = {"type": "custom", "custom": custom}
-        out.update(own.get("$tool") or {})
-        return out, False
-    fn: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None or "description" in nulls:
-        fn["description"] = tool.description
-    if tool.parameters is not UNSET:
-        fn["parameters"] = tool.parameters
-    elif "parameters" in nulls:
-        fn["parameters"] = None
-    fn.update((k, v) for k, v in own.items() if k != "$tool")
-    if form.get("legacy"):
-        return fn, True
-    out = {"function": fn} if form.get("no_type") else {"type": "function", "function": fn}
-    out.update(own.get("$tool") or {})
-    return out, False
-
-
-# --- request parameters of other formats ---------------------------------------------------------
-
-def _tool_choice_from_anthropic(value: Any) -> Any:
-    if type(value) is not dict:
-        return UNSET
-    kind = value.get("type")
-    if kind == "tool" and type(value.get("name")) is str:
-        return {"type": "function", "function": {"name": value["name"]}}
-    return {"auto": "auto", "any": "required", "none": "none"}.get(kind, UNSET)
-
-
-def _tool_choice_from_responses(value: Any) -> Any:
-    if value in ("auto", "none", "required"):
-        return value
-    if type(value) is dict and value.get("type") == "function" and type(value.get("name")) is str:
-        return {"type": "function", "function": {"name": value["name"]}}
-    return UNSET
-
-
-def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, and per
-    provider the keys fully carried, which then need no ledger entry)."""
-    out: dict[str, Any] = {}
-    used: dict[str, set[str]] = {}
-
-    def take(provider: str, key: str, target: str, value: Any) -> None:
-        if value is not UNSET and target not in out:
-            out[target] = value
-            used.setdefault(provider, set()).add(key)
-
-    src = extras.get("anthropic") or {}
-    for key, target in (("max_tokens", "max_completion_tokens"), ("temperature", "temperature"),
-                        ("top_p", "top_p"), ("stop_sequences", "stop"), ("stream", "stream")):
-        if key in src:
-            take("anthropic", key, target, src[key])
-    if "model" in src:
-        used.setdefault("anthropic", set()).add("model")
-    if "tool_choice" in src:
-        choice = src["tool_choice"]
-        take("anthropic", "tool_choice", "tool_choice", _tool_choice_from_anthropic(choice))
-        if type(choice) is dict and choice.get("disable_parallel_tool_use") is True:
-            out["parallel_tool_calls"] = False
-
-    src = extras.get("openai-responses") or {}
-    for key, target in (("max_output_tokens", "max_completion_tokens"), ("temperature", "temperature"),
-                        ("top_p", "top_p"), ("parallel_tool_calls", "parallel_tool_calls"), ("stream", "stream")):
-        if key in src:
-            take("openai-responses", key, target, src[key])
-    if "model" in src:
-        used.setdefault("openai-responses", set()).add("model")
-    if "tool_choice" in src:
-        take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
-
-    src = extras.get("gemini") or {}
-    for gkey in ("generationConfig", "generation_config"):
-        config = src.get(gkey)
-        if type(config) is dict:
-            carried = 0
-            for names, target in ((("maxOutputTokens", "max_output_tokens"), "max_completion_tokens"),
-                                  (("temperature",), "temperature"), (("topP", "top_p"), "top_p"),
-                                  (("stopSequences", "stop_sequences"), "stop")):
-                for name in names:
-                    if name in config and target not in out:
-                        out[target] = config[name]
-                        carried += 1
-            if carried == len(config):
-                used.setdefault("gemini", set()).add(gkey)
-    for gkey in ("toolConfig", "tool_config"):
-        config = src.get(gkey)
-        if type(config) is dict and len(config) == 1:
-            fcc = config.get("functionCallingConfig", config.get("function_calling_config"))
-            choice = _tool_choice_from_gemini(fcc)
-            take("gemini", gkey, "tool_choice", choice)
-    if "model" in src:
-        used.setdefault("gemini", set()).add("model")
-    return out, used
-
-
-def _tool_choice_from_gemini(config: Any) -> Any:
-    if type(config) is not dict:
-        return UNSET
-    mode = config.get("mode")
-    names = config.get("allowedFunctionNames", config.get("allowed_function_names"))
-    if mode == "ANY" and type(names) is list and len(names) == 1 and type(names[0]) is str:
-        return {"type": "function", "function": {"name": names[0]}}
-    if names:
-        return UNSET  # a subset of tools has no plain Chat tool_choice
-    return {"AUTO": "auto", "ANY": "required", "NONE": "none"}.get(mode, UNSET)
 
 
 # --- shared by parse and write ----------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""Request parameters of other formats (Anthropic, Responses, Gemini) that have a clear Chat
+Completions equivalent, for writing a Chat request body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+
+def _tool_choice_from_anthropic(value: Any) -> Any:
+    if type(value) is not dict:
+        return UNSET
+    kind = value.get("type")
+    if kind == "tool" and type(value.get("name")) is str:
+        return {"type": "function", "function": {"name": value["name"]}}
+    return {"auto": "auto", "any": "required", "none": "none"}.get(kind, UNSET)
+
+
+def _tool_choice_from_responses(value: Any) -> Any:
+    if value in ("auto", "none", "required"):
+        return value
+    if type(value) is dict and value.get("type") == "function" and type(value.get("name")) is str:
+        return {"type": "function", "function": {"name": value["name"]}}
+    return UNSET
+
+
+def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, and per
+    provider the keys fully carried, which then need no ledger entry)."""
+    out: dict[str, Any] = {}
+    used: dict[str, set[str]] = {}
+
+    def take(provider: str, key: str, target: str, value: Any) -> None:
+        if value is not UNSET and target not in out:
+            out[target] = value
+            used.setdefault(provider, set()).add(key)
+
+    src = extras.get("anthropic") or {}
+    for key, target in (("max_tokens", "max_completion_tokens"), ("temperature", "temperature"),
+                        ("top_p", "top_p"), ("stop_sequences", "stop"), ("stream", "stream")):
+        if key in src:
+            take("anthropic", key, target, src[key])
+    if "model" in src:
+        used.setdefault("anthropic", set()).add("model")
+    if "tool_choice" in src:
+        choice = src["tool_choice"]
+        take("anthropic", "tool_choice", "tool_choice", _tool_choice_from_anthropic(choice))
+        if type(choice) is dict and choice.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+
+    src = extras.get("openai-responses") or {}
+    for key, target in (("max_output_tokens", "max_completion_tokens"), ("temperature", "temperature"),
+                        ("top_p", "top_p"), ("parallel_tool_calls", "parallel_tool_calls"), ("stream", "stream")):
+        if key in src:
+            take("openai-responses", key, target, src[key])
+    if "model" in src:
+        used.setdefault("openai-responses", set()).add("model")
+    if "tool_choice" in src:
+        take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
+
+    src = extras.get("gemini") or {}
+    for gkey in ("generationConfig", "generation_config"):
+        config = src.get(gkey)
+        if type(config) is dict:
+            carried = 0
+            for names, target in ((("maxOutputTokens", "max_output_tokens"), "max_completion_tokens"),
+                                  (("temperature",), "temperature"), (("topP", "top_p"), "top_p"),
+                                  (("stopSequences", "stop_sequences"), "stop")):
+                for name in names:
+                    if name in config and target not in out:
+                        out[target] = config[name]
+                        carried += 1
+            if carried == len(config):
+                used.setdefault("gemini", set()).add(gkey)
+    for gkey in ("toolConfig", "tool_config"):
+        config = src.get(gkey)
+        if type(config) is dict and len(config) == 1:
+            fcc = config.get("functionCallingConfig", config.get("function_calling_config"))
+            choice = _tool_choice_from_gemini(fcc)
+            take("gemini", gkey, "tool_choice", choice)
+    if "model" in src:
+        used.setdefault("gemini", set()).add("model")
+    return out, used
+
+
+def _tool_choice_from_gemini(config: Any) -> Any:
+    if type(config) is not dict:
+        return UNSET
+    mode = config.get("mode")
+    names = config.get("allowedFunctionNames", config.get("allowed_function_names"))
+    if mode == "ANY" and type(names) is list and len(names) == 1 and type(names[0]) is str:
+        return {"type": "function", "function": {"name": names[0]}}
+    if names:
+        return UNSET  # a subset of tools has no plain Chat tool_choice
+    return {"AUTO": "auto", "ANY": "required", "NONE": "none"}.get(mode, UNSET)

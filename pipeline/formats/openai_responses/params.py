@@ -1,0 +1,119 @@
+"""Request parameters of other providers (Anthropic, Chat, Gemini) that have a clear Responses
+equivalent, for writing a Responses request body."""
+
+from __future__ import annotations
+
+from msgspec import structs
+
+from ...conversation import Conversation
+from ...ledger import Ledger
+from .items import NAME
+
+def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[dict, Conversation]:
+    """Request parameters of other providers that have a clear Responses equivalent, and the
+    conversation whose foreign extras still need a 'dropped' entry (the mapped keys removed)."""
+    foreign = [p for p in conv.extras if p != NAME]
+    model = conv.meta.model if conv.meta.provider not in (None, NAME) else None
+    if not foreign:
+        if model is not None and shape != "messages":
+            ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider}; set an OpenAI model")
+        return {}, conv
+    mapped: dict = {}
+    remaining = dict(conv.extras)
+    for provider in foreign:
+        values = dict(conv.extras[provider])
+        if isinstance(values.get("model"), str):
+            model = model or values["model"]
+            del values["model"]
+        if shape == "request":
+            match provider:
+                case "anthropic":
+                    _take(values, mapped, "max_tokens", "max_output_tokens", int)
+                    _take(values, mapped, "temperature", "temperature", (int, float))
+                    _take(values, mapped, "top_p", "top_p", (int, float))
+                    _anthropic_tool_choice(values, mapped)
+                case "openai-chat":
+                    _take(values, mapped, "max_completion_tokens", "max_output_tokens", int)
+                    _take(values, mapped, "max_tokens", "max_output_tokens", int)
+                    _take(values, mapped, "temperature", "temperature", (int, float))
+                    _take(values, mapped, "top_p", "top_p", (int, float))
+                    _take(values, mapped, "parallel_tool_calls", "parallel_tool_calls", bool)
+                    _chat_tool_choice(values, mapped)
+                case "gemini":
+                    _gemini_params(values, mapped)
+        remaining[provider] = values
+    if model is not None and shape != "messages":
+        ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider or 'another provider'}; "
+                                              "set an OpenAI model")
+    return mapped, structs.replace(conv, extras=remaining)
+
+
+def _take(values: dict, mapped: dict, key: str, target: str, kind: type | tuple) -> None:
+    value = values.get(key)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) and target not in mapped:
+        mapped[target] = value
+        del values[key]
+
+
+def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
+    choice = values.get("tool_choice")
+    if not isinstance(choice, dict) or "tool_choice" in mapped:
+        return
+    kind = choice.get("type")
+    simple = {"auto": "auto", "any": "required", "none": "none"}
+    if kind in simple:
+        mapped["tool_choice"] = simple[kind]
+    elif kind == "tool" and isinstance(choice.get("name"), str):
+        mapped["tool_choice"] = {"type": "function", "name": choice["name"]}
+    else:
+        return
+    if choice.get("disable_parallel_tool_use") is True:
+        mapped["parallel_tool_calls"] = False
+    del values["tool_choice"]
+
+
+def _chat_tool_choice(values: dict, mapped: dict) -> None:
+    choice = values.get("tool_choice")
+    if "tool_choice" in mapped:
+        return  # another provider's choice was mapped first; this one is ledgered as dropped
+    if choice in ("auto", "none", "required"):
+        mapped["tool_choice"] = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
+            and isinstance(choice["function"].get("name"), str):
+        mapped["tool_choice"] = {"type": "function", "name": choice["function"]["name"]}
+    else:
+        return
+    del values["tool_choice"]
+
+
+def _gemini_params(values: dict, mapped: dict) -> None:
+    for config_key in ("generationConfig", "generation_config"):
+        config = values.get(config_key)
+        if not isinstance(config, dict):
+            continue
+        config = dict(config)
+        for src, target, kind in (("maxOutputTokens", "max_output_tokens", int),
+                                  ("max_output_tokens", "max_output_tokens", int),
+                                  ("temperature", "temperature", (int, float)),
+                                  ("topP", "top_p", (int, float)), ("top_p", "top_p", (int, float))):
+            _take(config, mapped, src, target, kind)
+        if config:
+            values[config_key] = config
+        else:
+            del values[config_key]
+    for config_key in ("toolConfig", "tool_config"):
+        config = values.get(config_key)
+        if not isinstance(config, dict):
+            continue
+        calling = config.get("functionCallingConfig", config.get("function_calling_config"))
+        if not isinstance(calling, dict) or len(config) != 1 or "tool_choice" in mapped:
+            continue
+        mode = calling.get("mode")
+        names = calling.get("allowedFunctionNames", calling.get("allowed_function_names"))
+        if mode == "ANY" and isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
+            mapped["tool_choice"] = {"type": "function", "name": names[0]}
+        elif mode in ("AUTO", "ANY", "NONE") and not names:
+            mapped["tool_choice"] = {"AUTO": "auto", "ANY": "required", "NONE": "none"}[mode]
+        else:
+            continue
+        del values[config_key]
