@@ -20,8 +20,8 @@ from corpus import require_corpus
 from pipeline.cli.main import main
 from pipeline.run.config import load_config
 from pipeline.qa import build_report, render_html, render_terminal
-from pipeline.qa import figures
-from pipeline.qa.figures import PREVIEW
+from pipeline.qa import reading
+from pipeline.qa.reading import PREVIEW
 from pipeline import run_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -305,7 +305,7 @@ def test_chunk_size_does_not_change_the_report(corpus_run, tmp_path, monkeypatch
     same figures, examples and extremes as the default, for Parquet and JSONL shards."""
     jsonl = run([require_corpus()], tmp_path / "jsonl", workers=2, **{"output.format": "jsonl", "output.shard_size": 300})
     whole = msgspec.to_builtins(build_report(corpus_run))
-    monkeypatch.setattr(figures, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(reading, "CHUNK_ROWS", 7)
     assert msgspec.to_builtins(build_report(corpus_run)) == whole
     strip = lambda r: {k: v for k, v in msgspec.to_builtins(r).items() if k not in ("files", "config", "totals")}  # noqa: E731
     assert strip(build_report(jsonl)) == {k: v for k, v in whole.items() if k not in ("files", "config", "totals")}

@@ -1,0 +1,126 @@
+"""Reading what a run wrote, for the report: data files a chunk of rows at a time, and rejects.jsonl
+with a short excerpt of each rejected record."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..run.writers import SCHEMA
+
+PREVIEW = 240  # characters of transcript text in an excerpt
+
+ROW_COLUMNS = ["id", "source", "source_format", "shape", "template", "tokenizer", "num_tokens",
+               "num_trained_tokens", "num_messages", "num_tool_calls", "trimmed", "conversation", "issues", "ledger"]
+
+_FILE = r"^(.*):\d+(?:#.*)?$"  # sources are FILE:LINE or FILE:LINE#N
+
+CHUNK_ROWS = 1024  # rows decoded at a time: the report's memory follows this, not the shard size
+
+
+def read_chunks(path: Path, rows: int | None = None) -> Iterator[pl.DataFrame]:
+    """A data file's rows, `rows` (CHUNK_ROWS) at a time; at least one frame, maybe empty."""
+    rows = rows or CHUNK_ROWS
+    if path.suffix == ".parquet":
+        batches = pq.ParquetFile(path).iter_batches(batch_size=rows, columns=ROW_COLUMNS)
+        frames = (pl.from_arrow(pa.Table.from_batches([batch])) for batch in batches)
+    else:
+        frames = (pl.read_ndjson(io.BytesIO(b"".join(lines)), schema=_row_schema()).select(ROW_COLUMNS)
+                  for lines in _line_chunks(path, rows))
+    empty = True
+    for frame in frames:
+        empty = False
+        yield frame
+    if empty:
+        yield pl.DataFrame(schema=_row_schema()).select(ROW_COLUMNS)
+
+
+def _line_chunks(path: Path, rows: int) -> Iterator[list[bytes]]:
+    with open(path, "rb") as handle:
+        chunk: list[bytes] = []
+        for line in handle:
+            if line.strip():
+                chunk.append(line)
+            if len(chunk) >= rows:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def _row_schema() -> pl.Schema:
+    return pl.DataFrame(pl.from_arrow(SCHEMA.empty_table())).schema
+
+
+def read_rejects(path: Path | None) -> pl.DataFrame:
+    """rejects.jsonl as a frame. Read with orjson: `record` is any JSON (or undecodable text), which no
+    columnar schema holds; only a short excerpt of it is kept."""
+    rows: dict[str, list[Any]] = {k: [] for k in ("line", "source", "stage", "code", "message", "path",
+                                                  "family", "text", "excerpt")}
+    if path is not None:
+        with open(path, "rb") as handle:
+            for n, line in enumerate(handle):
+                if not line.strip():
+                    continue
+                obj = orjson.loads(line)
+                detail = obj.get("detail") or {}
+                rows["line"].append(n)
+                for key in ("source", "stage", "code", "message", "path"):
+                    rows[key].append(str(obj.get(key) or ""))
+                rows["family"].append(detail.get("family"))
+                rows["text"].append(detail.get("text"))
+                rows["excerpt"].append(_record_excerpt(obj.get("record"), obj.get("path"), obj.get("stage")))
+    schema = {"line": pl.Int64, "family": pl.String, "text": pl.String} | {
+        k: pl.String for k in ("source", "stage", "code", "message", "path", "excerpt")}
+    return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
+
+
+def _record_excerpt(record: Any, path: Any, stage: Any) -> str:
+    """What the rejected record holds at the error's path; paths of read and parse errors point into
+    the record itself (later stages point into the canonical form, so show the record's start)."""
+    if isinstance(record, str):
+        return _clip(record)
+    if record is None:
+        return ""
+    if stage in ("read", "parse") and isinstance(path, str) and path != "$":
+        found = _resolve(record, path)
+        if found is not _MISSING:
+            return _clip(f"{path} = " + orjson.dumps(found).decode())
+    return _clip(orjson.dumps(record).decode())
+
+
+_MISSING = object()
+
+
+def _resolve(value: Any, path: str) -> Any:
+    for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
+        if name and isinstance(value, dict) and name in value:
+            value = value[name]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return _MISSING
+    return value
+
+
+def _clip(text: str, limit: int = PREVIEW) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _file(source: pl.Expr) -> pl.Expr:
+    return source.str.extract(_FILE, 1).fill_null(source)
+
+
+def _folder(file: pl.Expr) -> pl.Expr:
+    return file.str.extract(r"^(.*)/[^/]*$", 1).fill_null(".")
+
+
+def _clip_expr(text: pl.Expr, limit: int = PREVIEW) -> pl.Expr:
+    return pl.when(text.str.len_chars() > limit).then(text.str.slice(0, limit - 1) + "…").otherwise(text)
