@@ -19,7 +19,8 @@ from typing import Iterable
 
 from ..errors import ConfigError
 from ..run.writers import atomic_path
-from . import figures
+from . import figures, reading
+from .parts import chunk_parts, combine
 from .report import Report
 
 __all__ = ["Report", "RunFiles", "build_report", "find_files", "render_html", "render_terminal", "to_json",
@@ -71,11 +72,11 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     config = _load_json(files.config)
     parts, offset = [], 0
     for shard in files.data:  # a chunk of rows in memory at a time; parts are small aggregates
-        for frame in figures.read_chunks(shard):
-            parts.append(figures.chunk_parts(frame, offset))
+        for frame in reading.read_chunks(shard):
+            parts.append(chunk_parts(frame, offset))
             offset += frame.height
-    merged = figures.combine(parts)
-    rejects = figures.read_rejects(files.rejects)
+    merged = combine(parts)
+    rejects = reading.read_rejects(files.rejects)
     totals = figures.totals(stats, merged, rejects, len(files.data))
     longest, shortest = figures.extremes(merged)
     inputs = ((config or {}).get("input") or {}).get("paths") or []

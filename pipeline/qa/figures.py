@@ -14,9 +14,7 @@ import polars as pl
 from ..run.stats import STAGES
 from . import report as r
 from .parts import EXAMPLES, EXTREMES, Parts
-from .parts import chunk_parts, combine  # noqa: F401  (re-exported: build_report reads through figures)
 from .reading import _clip, _folder
-from .reading import read_chunks, read_rejects  # noqa: F401  (re-exported, as above)
 
 TOP = 15  # most used tools, most frequent ledger reasons
 FLATTENED_SHOWN = 50
