@@ -8,10 +8,10 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ..conversation import Conversation, Tool
-from ..errors import ParseError
-from ..ledger import Ledger
-from ._gemini_parts import CAMEL, NAME, _bad
+from ...conversation import Conversation, Tool
+from ...errors import ParseError
+from ...ledger import Ledger
+from .parts import CAMEL, NAME, _bad
 
 _OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL", "TYPE_UNSPECIFIED"})
 

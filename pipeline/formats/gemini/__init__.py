@@ -1,0 +1,9 @@
+"""Gemini generateContent (Gemini API and Vertex): request bodies, bare `contents` lists and response
+objects; parts read in `reader` and written in `writer`, tools and request parameters in `tools`."""
+
+from .detection import detect
+from .parser import parse
+from .parts import NAME
+from .serializer import serialize
+
+__all__ = ["NAME", "detect", "parse", "serialize"]
