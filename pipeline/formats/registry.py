@@ -7,7 +7,7 @@ Each codec offers:
                                              strict refuses unknown block types and guessed pairings
     serialize(conv, shape="request", ledger) -> body   (entries go to the Ledger)
 
-Adding a provider touches its module and one line of FORMATS.
+Adding a provider touches its subpackage and one line of FORMATS.
 """
 
 from __future__ import annotations
