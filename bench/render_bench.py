@@ -196,7 +196,7 @@ def hf_inputs(body: dict) -> tuple[list[dict], list[dict]]:
 
 def trl_template() -> str:
     """trl 1.16.0's qwen2_5_training.jinja, from the wheel (downloaded once with pip, sha256 checked)."""
-    from pipeline.render.tokenizers import cache_dir
+    from pipeline.render.builtin_tokenizers import cache_dir
 
     cache = cache_dir() / "test-downloads"
     cache.mkdir(parents=True, exist_ok=True)

@@ -21,10 +21,12 @@ from ..conversation import Conversation
 from ..errors import ConfigError
 from . import chatml, harmony, llama3
 from ._roundtrip import check_parse_back, project
-from .engine import (CUSTOM, DEFAULT_NOW, Family, MaskPolicy, RenderOptions, Rendered, Span, Template, make_environment,
-                     mask_view, to_json)
+from .builtin_tokenizers import BUILTIN_TOKENIZERS
 from .engine import render as _render
-from .tokenizers import BUILTIN_TOKENIZERS, SegmentEncoder, Tokenizer, load_tokenizer
+from .rendered import DEFAULT_NOW, MaskPolicy, RenderOptions, Rendered, Span, mask_view, to_json
+from .segments import SegmentEncoder
+from .templates import CUSTOM, Family, Template, make_environment
+from .tokenizers import Tokenizer, load_tokenizer
 
 __all__ = ["BUILTIN_TOKENIZERS", "CUSTOM", "DEFAULT_NOW", "FAMILIES", "Family", "MaskPolicy", "RenderOptions", "Rendered", "Span",
            "SegmentEncoder", "Template", "Tokenizer", "check_roundtrip", "load_template", "load_tokenizer",

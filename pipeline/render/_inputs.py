@@ -1,11 +1,6 @@
 """From a canonical Conversation to what a chat template reads (Hugging Face style messages and tools),
-with every block's content wrapped in private-use sentinel characters so the renderer can find where
-each block landed in the rendered text.
-
-Sentinels: each marked piece gets an open and a close character from the supplementary private-use
-planes (U+F0000..U+10FFFD); two more mark `{% generation %}` regions. Nothing a template does with a
-plain string (concatenation, `tojson` quoting with ensure_ascii=False) disturbs them, and the renderer
-checks that each appears exactly once, in order.
+with every block's content wrapped in private-use sentinel characters (`marks`) so the renderer can find
+where each block landed in the rendered text.
 
 What a template cannot carry goes to the ledger here, with the block's path: the conversion is the one
 place that decides, so parse-back can compare against exactly what was declared.
@@ -13,118 +8,15 @@ place that decides, so parse-back can compare against exactly what was declared.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, assert_never
 
-import msgspec
-from msgspec import UNSET
-
-from ..conversation import (ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall,
-                            ToolResult)
+from ..conversation import ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ledger import Ledger
-
-GEN_OPEN = "\U000F0000"
-GEN_CLOSE = "\U000F0001"
-MARK_RE = re.compile("[\U000F0000-\U000FFFFD\U00100000-\U0010FFFD]")
-_PLANE = 0xFFFE  # usable code points per private-use plane
-
-
-def mark_char(index: int) -> str:
-    if index < _PLANE:
-        return chr(0xF0000 + index)
-    if index < 2 * _PLANE:
-        return chr(0x100000 + index - _PLANE)
-    raise RenderError("conversation too large to mark (more than 65,000 rendered pieces)", code="render_too_large")
-
-
-def mark_index(char: str) -> int:
-    code = ord(char)
-    return code - 0xF0000 if code < 0x100000 else code - 0x100000 + _PLANE
-
-
-SpanKind = Literal["system", "developer", "tools", "text", "tool_call", "tool_result", "reasoning", "media",
-                   "scaffold", "format", "eot"]
-
-
-class BlockRef(NamedTuple):
-    """A block of the canonical conversation. `message` is None for system/developer/tool blocks,
-    whose `block` indexes conv.system, conv.developer or conv.tools (told apart by `kind`)."""
-
-    kind: SpanKind
-    message: int | None
-    block: int | None
-    path: str
-
-
-class _MarkedDict(dict):
-    """A dict whose `tojson` output the renderer can find (the `tojson` filter adds the sentinels). It
-    carries its JSON text too: dumped once to check it for sentinels, reused by `tojson`."""
-
-    __slots__ = ("sftprep_marks", "sftprep_json")
-
-
-# json.dumps(value, ensure_ascii=False), without building an encoder per call.
-_dumps = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _has_marks(text: str) -> bool:
-    # ASCII strings (most) are known to be ASCII without a scan.
-    return not text.isascii() and MARK_RE.search(text) is not None
-
-
-class Marks:
-    """Allocates sentinel pairs; `refs[i]` is the block of pair i. Disabled, it returns values unchanged
-    (used to render the same inputs without sentinels and compare)."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.refs: list[BlockRef] = []
-
-    def _pair(self, ref: BlockRef) -> tuple[str, str]:
-        i = len(self.refs)
-        self.refs.append(ref)
-        return mark_char(2 + 2 * i), mark_char(3 + 2 * i)
-
-    def text(self, value: str, ref: BlockRef, *, anchor: bool = False) -> str:
-        """`value` wrapped in a sentinel pair. Empty strings stay empty (templates test truthiness)
-        unless `anchor`: then an empty pair still shows where the block went."""
-        if not self.enabled or (not value and not anchor):
-            return value
-        if _has_marks(value):
-            raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
-                              "renderer uses as span markers", path=ref.path, code="render_private_use")
-        start, end = self._pair(ref)
-        return start + value + end
-
-    def json(self, value: dict, ref: BlockRef) -> dict:
-        if not self.enabled:
-            return value
-        marked = _MarkedDict(value)
-        marked.sftprep_marks = self._pair(ref)
-        text = getattr(value, "sftprep_json", None)  # a tool definition from the cache: dumped and checked
-        if text is None:
-            text = _dumps(value)
-            if _has_marks(text):
-                raise RenderError("JSON holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
-                                  "renderer uses as span markers", path=ref.path, code="render_private_use")
-        marked.sftprep_json = text
-        return marked
-
-
-def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-           sort_keys: bool = False) -> str:
-    """transformers' `tojson` (json.dumps, non-ASCII kept, `indent` honoured), plus sentinels."""
-    marks = getattr(value, "sftprep_marks", None)
-    if marks is None:
-        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-    if ensure_ascii or indent is not None or separators is not None or sort_keys:
-        out = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-    else:
-        out = value.sftprep_json  # what json.dumps gives with these arguments
-    return marks[0] + out + marks[1]
+from ._tool_inputs import _arguments, _cached_definition, _has_text, _join, result_text, tool_definition
+from .marks import BlockRef, Marks
 
 
 class TemplateInputs(NamedTuple):
@@ -412,106 +304,3 @@ class _Builder:
             definition = _cached_definition(tool) if self.marks.enabled else tool_definition(tool)
             tools.append(self.marks.json(definition, ref))
         return tools or None
-
-
-class _Definition(dict):
-    """A cached tool definition with its JSON text (None when it holds sentinel characters: then
-    Marks.json dumps and refuses it as for any other value)."""
-
-    __slots__ = ("sftprep_json",)
-
-
-# Tool lists repeat across a dataset: each distinct tool's definition is built and dumped once. Bounded
-# (cleared when full). Shared, so only ever handed to Marks.json, which wraps a copy.
-_DEFINITIONS: dict[bytes, _Definition] = {}
-_DEFINITIONS_MAX = 2048
-
-
-def _cached_definition(tool: Tool) -> dict[str, Any]:
-    try:
-        key = msgspec.msgpack.encode(tool)  # exact for JSON values (floats, NaN and ints kept apart)
-    except (TypeError, ValueError, msgspec.EncodeError):  # not plain data: built afresh, uncached
-        return tool_definition(tool)
-    hit = _DEFINITIONS.get(key)
-    if hit is None:
-        hit = _Definition(tool_definition(tool))
-        text = _dumps(hit)
-        hit.sftprep_json = None if _has_marks(text) else text
-        if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
-            _DEFINITIONS.clear()
-        _DEFINITIONS[key] = hit
-    return hit
-
-
-def tool_definition(tool: Tool) -> dict[str, Any]:
-    """The OpenAI-style function definition templates expect: name, description, parameters, in that order."""
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
-        function["description"] = tool.description
-    if tool.parameters is not UNSET:
-        function["parameters"] = tool.parameters
-    return {"type": "function", "function": function}
-
-
-def _arguments(call: ToolCall, path: str) -> dict[str, Any]:
-    """The call's arguments as a JSON object: parsed from the raw string when needed, never a string
-    (templates `tojson` them, so a string would be double-encoded)."""
-    if not call.arguments_valid:
-        raise RenderError(f"arguments of '{call.name}' are not valid JSON: {_clip(call.raw_arguments)}", path=path,
-                          code="render_arguments")
-    arguments = call.arguments
-    if arguments is UNSET:
-        if call.raw_arguments is None or not call.raw_arguments.strip():
-            return {}
-        try:
-            arguments = json.loads(call.raw_arguments)
-        except ValueError:
-            raise RenderError(f"arguments of '{call.name}' are not valid JSON: {_clip(call.raw_arguments)}",
-                              path=path, code="render_arguments") from None
-    if not isinstance(arguments, dict):
-        raise RenderError(f"arguments of '{call.name}' must be a JSON object, got {type(arguments).__name__}",
-                          path=path, code="render_arguments")
-    return arguments
-
-
-def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: str, joiner: str = "\n") -> str:
-    """A result as the one string text templates render: its text parts joined; a structured output
-    (when there is no text) as compact JSON. Media parts are ledgered as dropped."""
-    texts: list[str] = []
-    for ci, part in enumerate(result.content):
-        match part:
-            case Text():
-                texts.append(part.text)
-            case Media():
-                if part.text is not None:
-                    texts.append(part.text)
-                    if ledger is not None:
-                        ledger.add("folded", f"{path}.content[{ci}]", f"text document rendered as text in {target}")
-                elif ledger is not None:
-                    ledger.add("dropped", f"{path}.content[{ci}]", f"{part.kind} in a tool result has no place in {target}")
-            case _:
-                assert_never(part)
-    if result.output is not UNSET:
-        if texts:
-            if ledger is not None:
-                ledger.add("dropped", f"{path}.output", "structured output beside text: the text is rendered")
-        else:
-            if ledger is not None:
-                ledger.add("folded", f"{path}.output", "structured output rendered as JSON text")
-            return json.dumps(result.output, ensure_ascii=False)
-    return _join(joiner, texts)
-
-
-def _has_text(result: ToolResult) -> bool:
-    return any(isinstance(p, Text) or (isinstance(p, Media) and p.text is not None) for p in result.content)
-
-
-def _join(joiner: str, texts: list[str]) -> str:
-    """Texts of one message joined; empty ones carry nothing and would only add stray separators."""
-    return joiner.join(t for t in texts if t)
-
-
-def _clip(text: str | None, n: int = 60) -> str:
-    text = text or ""
-    return repr(text if len(text) <= n else text[:n] + "...")
-

@@ -31,7 +31,8 @@ from msgspec import UNSET
 from ..conversation import Conversation, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ledger import LedgerEntry
-from ._inputs import block_path, result_text
+from ._inputs import block_path
+from ._tool_inputs import result_text
 
 Normalize = Callable[[str], str]
 

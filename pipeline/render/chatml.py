@@ -18,7 +18,7 @@ from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, To
 from ..errors import RenderError
 from ..ids import CallIds
 from ._inputs import InputPolicy
-from .engine import Family
+from .templates import Family
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 TOOLS_HEADER = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"

@@ -20,7 +20,7 @@ import msgspec
 
 from ..conversation import Conversation
 from ..errors import RenderError, SftprepError
-from .engine import Rendered, Span, spans_json
+from .rendered import Rendered, Span, spans_json
 from .tokenizers import Tokenizer
 
 __all__ = ["Cell", "Row", "View", "Failure", "RecordView", "build_view", "span_label", "visible", "json_line",

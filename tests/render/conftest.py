@@ -57,7 +57,7 @@ def official(request):
     if pytest_cache is not None:
         cache = Path(pytest_cache.mkdir("sftprep-trl-1.16.0"))
     else:  # cacheprovider disabled
-        from pipeline.render.tokenizers import cache_dir
+        from pipeline.render.builtin_tokenizers import cache_dir
 
         cache = cache_dir() / "test-downloads"
         cache.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,7 @@ def test_official_template_renders_the_same_in_our_sandbox(name, qwen, qwen_hf, 
     source = official("qwen2_5.jinja")
     expected, _ = official_render(qwen_hf, source, conv)
     messages, tools = reference_inputs(conv)
-    from pipeline.render.engine import make_environment
+    from pipeline.render.templates import make_environment
 
     ours = make_environment().from_string(source).render(messages=messages, tools=tools, add_generation_prompt=False)
     assert ours == expected

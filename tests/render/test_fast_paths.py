@@ -17,9 +17,9 @@ from pipeline.conversation import Conversation, Message, Text, Tool, ToolCall
 from pipeline.errors import RenderError
 from pipeline.formats import parse
 from pipeline.render import Template, load_tokenizer, render
-from pipeline.render import tokenizers as tk
-from pipeline.render._inputs import MARK_RE, mark_index
-from pipeline.render.engine import _sentinels, render_buffers
+from pipeline.render.engine import render_buffers
+from pipeline.render.marks import MARK_RE, _sentinels, mark_index
+from pipeline.render.segments import SegmentEncoder
 
 
 def _int32(ids: list[int]) -> bytes:
@@ -116,7 +116,7 @@ def test_tojson_with_arguments_of_its_own_matches_transformers(qwen, qwen_hf):
 
 def test_segment_cache_is_bounded_in_tokens_and_keeps_ids_exact():
     qwen = load_tokenizer("qwen2.5")
-    encoder = tk.SegmentEncoder(qwen, cache_tokens=200)
+    encoder = SegmentEncoder(qwen, cache_tokens=200)
     system = "<|im_start|>system\nA system prompt that repeats, as agent logs repeat them.<|im_end|>\n"
     for k in range(60):
         text = system + f"<|im_start|>user\nquestion {k}: " + "word " * (k % 7) + "<|im_end|>\n"
@@ -133,7 +133,7 @@ def test_segment_cache_is_bounded_in_tokens_and_keeps_ids_exact():
 
 def test_segment_cache_limit_evicts_and_zero_turns_it_off():
     qwen = load_tokenizer("qwen2.5")
-    encoder = tk.SegmentEncoder(qwen)
+    encoder = SegmentEncoder(qwen)
     texts = [f"<|im_start|>user\nquestion {k}<|im_end|>\n" for k in range(20)]
     for text in texts:
         encoder.encode(text)
@@ -148,7 +148,7 @@ def test_segment_cache_limit_evicts_and_zero_turns_it_off():
 
 def test_added_token_buffers_sit_between_cached_pieces(qwen):
     text = "<|im_start|>user\n<tool_call>\n{}\n</tool_call><|im_end|>"
-    segmented = tk.SegmentEncoder(qwen).encode(text)
+    segmented = SegmentEncoder(qwen).encode(text)
     assert segmented.buffer == _int32(qwen.backend.encode(text, add_special_tokens=False).ids)
 
 
@@ -164,7 +164,7 @@ def test_indexed_lookups_equal_the_per_position_ones(text):
     """Positions answered in bulk (`Segmented.index`) agree with the per-position bisects, at every
     character position of texts with special tokens, combining marks and multi-byte characters."""
     qwen = load_tokenizer("qwen2.5")
-    encoder = tk.SegmentEncoder(qwen)
+    encoder = SegmentEncoder(qwen)
     plain = encoder.encode(text)
     indexed = encoder.encode(text)
     positions = range(-1, len(text) + 2)
@@ -198,7 +198,7 @@ _LOOKUPS = ["{{ m.role }}", "{{ m.missing is defined }}", "{{ m.items() | list |
 def test_trusted_environment_looks_up_as_jinja_does(source, value):
     import jinja2
 
-    from pipeline.render.engine import _TRUSTED_ENV
+    from pipeline.render.templates import _TRUSTED_ENV
 
     def outcome(env) -> tuple[str, str]:
         try:

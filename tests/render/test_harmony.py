@@ -42,7 +42,7 @@ def gptoss_hf(gptoss):
 @pytest.fixture(scope="session")
 def encoding():
     """openai-harmony's encoding, its o200k_base vocabulary given offline from the built-in tokenizer."""
-    from pipeline.render.tokenizers import tiktoken_file
+    from pipeline.render.builtin_tokenizers import tiktoken_file
 
     folder = str(tiktoken_file("gpt-oss").parent)
     with pytest.MonkeyPatch.context() as patch:
@@ -213,7 +213,7 @@ def signatures_agree(tools: list[dict] | None, encoding, official_source: str) -
     if not tools:
         return True
     import openai_harmony as oh
-    from pipeline.render.engine import make_environment
+    from pipeline.render.templates import make_environment
 
     if any(not isinstance(t["function"].get("description"), str) for t in tools):
         return False
@@ -540,7 +540,7 @@ def test_past_reasoning_drop_is_ledgered(gptoss):
     assert dropped == ["$.messages[1].blocks[0]", "$.messages[3].blocks[0]", "$.messages[5].blocks[0]"]
     variant = harmony.family("harmony", past_reasoning="drop")
     assert variant.name == "harmony(past_reasoning=drop)"
-    from pipeline.render.engine import Template
+    from pipeline.render.templates import Template
 
     other = render(conv, Template.from_family(variant), gptoss)  # the same drops, in openai-harmony's tokens
     assert other.text.count("<|channel|>analysis") == 1 and other.text.count(CONSTRAIN) == 2
@@ -826,7 +826,7 @@ def test_signature_writer_agrees_with_openai_harmony_and_the_template_macro(enco
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from pipeline.render.engine import make_environment
+    from pipeline.render.templates import make_environment
 
     macro = make_environment().from_string(load_template("harmony").source).module.tool_definition
 

@@ -166,7 +166,7 @@ def test_drop_text_equals_the_official_template(llama, llama_hf, llama3, officia
 
 @pytest.mark.parametrize("name", CONFORMING)
 def test_official_template_renders_the_same_in_our_sandbox(name, llama_hf, official_llama):
-    from pipeline.render.engine import make_environment
+    from pipeline.render.templates import make_environment
 
     conv = load(name)
     messages, tools = reference_inputs(conv), reference_tools(conv)

@@ -15,7 +15,9 @@ from tiktoken.load import load_tiktoken_bpe
 
 from pipeline.errors import ConfigError
 from pipeline.render import load_template, load_tokenizer
+from pipeline.render import builtin_tokenizers as bt
 from pipeline.render import tokenizers as tk
+from pipeline.render.segments import SegmentEncoder
 
 # sha256 of the official vocabulary files, from ../shared/reference/REFERENCE.md
 OFFICIAL_SHA256 = {
@@ -57,7 +59,7 @@ MIXED = [
 
 
 def _specials(name: str) -> dict[str, int]:
-    return {content: token_id for token_id, content, _ in tk.BUILTIN_TOKENIZERS[name].added}
+    return {content: token_id for token_id, content, _ in bt.BUILTIN_TOKENIZERS[name].added}
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +72,8 @@ def reference():
 
     def get(name: str) -> tiktoken.Encoding:
         if name not in encodings:
-            ranks = load_tiktoken_bpe(str(tk.tiktoken_file(name)), expected_hash=OFFICIAL_SHA256[name])
-            encodings[name] = tiktoken.Encoding(f"ref-{name}", pat_str=tk.BUILTIN_TOKENIZERS[name].pattern,
+            ranks = load_tiktoken_bpe(str(bt.tiktoken_file(name)), expected_hash=OFFICIAL_SHA256[name])
+            encodings[name] = tiktoken.Encoding(f"ref-{name}", pat_str=bt.BUILTIN_TOKENIZERS[name].pattern,
                                                 mergeable_ranks=ranks, special_tokens=_specials(name))
         return encodings[name]
 
@@ -79,7 +81,7 @@ def reference():
     patch.undo()
 
 
-@pytest.mark.parametrize("name", list(tk.BUILTIN_TOKENIZERS))
+@pytest.mark.parametrize("name", list(bt.BUILTIN_TOKENIZERS))
 def test_ids_equal_tiktoken_on_mixed_strings(name, reference):
     tok = load_tokenizer(name)
     enc = reference(name)
@@ -87,14 +89,14 @@ def test_ids_equal_tiktoken_on_mixed_strings(name, reference):
     strings = MIXED + [f"{specials[1]}user\n{MIXED[2]}{specials[2]} x{specials[0]}{specials[-1]}",
                        "".join(specials[:6]) + " tail"]
     for text in strings:
-        expected_input = unicodedata.normalize("NFC", text) if tk.BUILTIN_TOKENIZERS[name].nfc else text
+        expected_input = unicodedata.normalize("NFC", text) if bt.BUILTIN_TOKENIZERS[name].nfc else text
         assert tok.encode(text) == enc.encode(expected_input, allowed_special="all"), text
         assert tok.decode(tok.encode(text)) == expected_input
 
 
-@pytest.mark.parametrize("name", list(tk.BUILTIN_TOKENIZERS))
+@pytest.mark.parametrize("name", list(bt.BUILTIN_TOKENIZERS))
 def test_vocabulary_is_the_official_one_and_special_ids_are_right(name):
-    path = tk.tiktoken_file(name)
+    path = bt.tiktoken_file(name)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == OFFICIAL_SHA256[name]
     tok = load_tokenizer(name)
     for content, token_id in SPECIAL_IDS[name].items():
@@ -110,13 +112,13 @@ def test_vocabulary_is_the_official_one_and_special_ids_are_right(name):
 def test_cache_hit_rebuild_and_corruption(tmp_path, monkeypatch):
     monkeypatch.setenv("SFTPREP_CACHE", str(tmp_path))
     built = []
-    original_build = tk._build
+    original_build = bt._build
 
     def counting_build(name, spec):
         built.append(name)
         return original_build(name, spec)
 
-    monkeypatch.setattr(tk, "_build", counting_build)
+    monkeypatch.setattr(bt, "_build", counting_build)
     first = tk._load_builtin("llama3")
     assert built == ["llama3"]
     files = list(tmp_path.glob("tokenizers/llama3-*/tokenizer.json"))
@@ -131,7 +133,7 @@ def test_cache_hit_rebuild_and_corruption(tmp_path, monkeypatch):
     assert third.encode("Hello world<|eot_id|>") == [9906, 1917, 128009]
 
     (tmp_path / "vocab" / "llama3.tiktoken").write_bytes(b"tampered")  # a bad vocabulary file is rewritten
-    assert hashlib.sha256(tk.tiktoken_file("llama3").read_bytes()).hexdigest() == OFFICIAL_SHA256["llama3"]
+    assert hashlib.sha256(bt.tiktoken_file("llama3").read_bytes()).hexdigest() == OFFICIAL_SHA256["llama3"]
 
 
 def test_unknown_tokenizer_lists_valid_names(monkeypatch):
@@ -176,7 +178,7 @@ _pieces = st.one_of(st.text(max_size=40), st.sampled_from(_QWEN_SPECIALS),
 def test_segmented_encoding_equals_whole_text(parts):
     qwen = load_tokenizer("qwen2.5")
     text = "".join(parts)
-    encoder = tk.SegmentEncoder(qwen, cache_size=16)
+    encoder = SegmentEncoder(qwen, cache_size=16)
     segmented = encoder.encode(text)
     whole = qwen.backend.encode(text, add_special_tokens=False)
     assert segmented.ids == whole.ids
@@ -187,7 +189,7 @@ def test_segmented_encoding_equals_whole_text(parts):
 
 def test_segment_cache_hits_and_bound():
     qwen = load_tokenizer("qwen2.5")
-    encoder = tk.SegmentEncoder(qwen, cache_size=2)
+    encoder = SegmentEncoder(qwen, cache_size=2)
     system = "<|im_start|>system\nYou are a long, repeated system prompt.<|im_end|>\n"
     for k in range(3):
         encoder.encode(system + f"<|im_start|>user\nquestion {k}<|im_end|>\n")
@@ -207,5 +209,5 @@ def test_non_segmentable_tokenizer_falls_back_to_whole_text():
     tok = tk.Tokenizer(name="tiny", backend=backend, fingerprint="x")
     assert not tok.segmentable
     text = "a<s>a"
-    assert tk.SegmentEncoder(tok).encode(text).ids == backend.encode(text, add_special_tokens=False).ids
+    assert SegmentEncoder(tok).encode(text).ids == backend.encode(text, add_special_tokens=False).ids
     assert load_tokenizer("qwen2.5").segmentable

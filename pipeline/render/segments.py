@@ -1,0 +1,236 @@
+"""Segment encoding, the way the renderer tokenizes: text split at added tokens, each piece encoded on its
+own (identical ids to encoding the whole text), with a bounded LRU of repeated pieces.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from typing import Any, Iterable, NamedTuple, Protocol, Sequence
+
+import numpy as np
+import tokenizers as hf_tokenizers
+
+__all__ = ["SegmentEncoder", "Segmented"]
+
+_INT32 = "i" if array("i").itemsize == 4 else "l"
+_INT32_NP = np.dtype(np.int32)  # native order, as array(_INT32) stores
+_ZERO = array(_INT32, [0])
+
+
+def _int32_le(ids: list[int]) -> bytes:
+    out = array(_INT32, ids)
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out.tobytes()
+
+
+class Segmented(NamedTuple):
+    """Token ids of a text and what is needed to map character positions to tokens without a
+    per-token table: per segment its first character and first token, and token offsets inside it."""
+
+    ids: list[int]
+    char_starts: list[int]  # first character of each segment
+    token_starts: list[int]  # first token of each segment
+    offsets: list[tuple[Sequence[int], Sequence[int]] | None]  # per segment (starts, ends), relative; None = one added token
+    lengths: list[int]  # characters per segment
+    buffer: bytes = b""  # the ids as little-endian int32 (what writers store), joined from cached pieces
+    # Each token's start and end within its segment, as native int32, for `index`.
+    relative_starts: bytes = b""
+    relative_ends: bytes = b""
+    # Answers computed in bulk by `index`, for the positions a render asks about: pos -> token.
+    starting: dict[int, int] | None = None
+    ending: dict[int, int] | None = None
+
+    def index(self, positions: Iterable[int]) -> None:
+        """Answer `first_token_starting_at` and `first_token_ending_after` for these positions in one
+        vectorized pass (the methods then look them up). Over the whole text, the tokens' absolute
+        starts and ends are sorted, so: tokens starting at or after pos = count of starts below pos;
+        first ending after pos = count of ends at or below pos."""
+        if self.starting is None or self.ending is None or not self.ids:
+            return
+        counts = np.diff(np.array([*self.token_starts, len(self.ids)], dtype=np.int64))
+        base = np.repeat(np.array(self.char_starts, dtype=np.int64), counts)
+        starts = np.frombuffer(self.relative_starts, dtype=_INT32_NP) + base
+        ends = np.frombuffer(self.relative_ends, dtype=_INT32_NP) + base
+        wanted = np.array(sorted(set(positions)), dtype=np.int64)
+        keys = wanted.tolist()
+        self.starting.update(zip(keys, np.searchsorted(starts, wanted, "left").tolist()))
+        self.ending.update(zip(keys, np.searchsorted(ends, wanted, "right").tolist()))
+
+    def first_token_ending_after(self, pos: int) -> int:
+        """Index of the first token whose characters end after `pos` (the token holding char `pos`)."""
+        if self.ending:
+            found = self.ending.get(pos)
+            if found is not None:
+                return found
+        seg = bisect_right(self.char_starts, pos) - 1
+        if seg < 0:
+            return 0
+        table = self.offsets[seg]
+        rel = pos - self.char_starts[seg]
+        if table is None:
+            return self.token_starts[seg] + (0 if rel < self.lengths[seg] else 1)
+        return self.token_starts[seg] + bisect_right(table[1], rel)
+
+    def first_token_starting_at(self, pos: int) -> int:
+        """Index of the first token that starts at or after `pos`."""
+        if self.starting:
+            found = self.starting.get(pos)
+            if found is not None:
+                return found
+        seg = bisect_right(self.char_starts, pos) - 1
+        if seg < 0:
+            return 0
+        table = self.offsets[seg]
+        rel = pos - self.char_starts[seg]
+        if table is None:
+            return self.token_starts[seg] + (0 if rel <= 0 else 1)
+        return self.token_starts[seg] + bisect_left(table[0], rel)
+
+    def overlapping(self, start: int, end: int) -> tuple[int, int]:
+        """Token range [a, b) of every token sharing a character with [start, end)."""
+        if end <= start:
+            a = self.first_token_starting_at(start)
+            return a, a
+        return self.first_token_ending_after(start), self.first_token_starting_at(end)
+
+    def inside(self, start: int, end: int) -> tuple[int, int]:
+        """Token range [a, b) of the tokens lying wholly within [start, end)."""
+        a = self.first_token_starting_at(start)
+        b = self.first_token_ending_after(end)  # tokens before it end at or before `end`
+        return a, max(a, b)
+
+
+class _Tokenizer(Protocol):
+    """What the encoder reads of the tokenizer it serves (`tokenizers.Tokenizer`, not imported here:
+    that class builds its encoder from this module)."""
+
+    @property
+    def backend(self) -> hf_tokenizers.Tokenizer: ...
+
+    @property
+    def added_tokens(self) -> dict[str, int]: ...
+
+    @property
+    def segmentable(self) -> bool: ...
+
+
+class SegmentEncoder:
+    """Encodes text as the concatenation of independently encoded segments: every added token is its
+    own segment, and the text between two added tokens is tokenized alone. Pieces that repeat across a
+    dataset (system prompts, tool definitions) are served from an LRU keyed by their text, bounded both
+    in entries (`cache_size`) and in tokens (`cache_tokens`, about 50 bytes each), so its memory stays
+    flat whatever the input."""
+
+    def __init__(self, tokenizer: _Tokenizer, cache_size: int = 4096, cache_tokens: int = 1_000_000):
+        self.tokenizer = tokenizer
+        self.cache_size = cache_size
+        self.cache_tokens = cache_tokens
+        self.hits = 0
+        self.misses = 0
+        # piece -> (ids, token starts, token ends, ids as int32 bytes); offsets relative to the piece
+        self._cache: OrderedDict[str, tuple[list[int], array, array, bytes]] = OrderedDict()
+        self._cached_tokens = 0
+        self._lock = threading.Lock()
+        added = sorted(tokenizer.added_tokens, key=len, reverse=True)  # longest first = leftmost-longest
+        self._split = re.compile("|".join(re.escape(t) for t in added)) if added else None
+        self._segmentable = tokenizer.segmentable
+        self._token_bytes = {token_id: struct.pack("<i", token_id) for token_id in tokenizer.added_tokens.values()}
+
+    def split(self, text: str) -> list[tuple[int, int, int | None]]:
+        """(start, end, id) pieces: id is the added token's id, or None for text between them."""
+        pieces: list[tuple[int, int, int | None]] = []
+        if self._split is None or not self._segmentable:
+            return [(0, len(text), None)] if text else []
+        added = self.tokenizer.added_tokens
+        pos = 0
+        for match in self._split.finditer(text):
+            if match.start() > pos:
+                pieces.append((pos, match.start(), None))
+            pieces.append((match.start(), match.end(), added[match.group()]))
+            pos = match.end()
+        if pos < len(text):
+            pieces.append((pos, len(text), None))
+        return pieces
+
+    def encode(self, text: str, pieces: list[tuple[int, int, int | None]] | None = None) -> Segmented:
+        if pieces is None:
+            pieces = self.split(text)
+        texts = [text[a:b] for a, b, token in pieces if token is None]
+        encoded = self._encode_texts(texts)
+        ids: list[int] = []
+        buffers: list[bytes] = []
+        rel_starts: list[Any] = []
+        rel_ends: list[Any] = []
+        char_starts, token_starts, offsets, lengths = [], [], [], []
+        token_bytes = self._token_bytes
+        k = 0
+        for start, end, token in pieces:
+            char_starts.append(start)
+            token_starts.append(len(ids))
+            lengths.append(end - start)
+            if token is not None:
+                ids.append(token)
+                offsets.append(None)
+                buffers.append(token_bytes[token])
+                rel_starts.append(_ZERO)
+                rel_ends.append(array(_INT32, [end - start]))
+            else:
+                seg_ids, starts, ends, buffer = encoded[k]
+                k += 1
+                ids.extend(seg_ids)
+                offsets.append((starts, ends))
+                buffers.append(buffer)
+                rel_starts.append(starts)
+                rel_ends.append(ends)
+        return Segmented(ids, char_starts, token_starts, offsets, lengths, b"".join(buffers), b"".join(rel_starts),
+                         b"".join(rel_ends), {}, {})
+
+    def _encode_texts(self, texts: list[str]):
+        out: list[Any] = [None] * len(texts)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, piece in enumerate(texts):
+                hit = self._cache.get(piece)
+                if hit is not None:
+                    self._cache.move_to_end(piece)
+                    out[i] = hit
+                    self.hits += 1
+                else:
+                    missing.setdefault(piece, []).append(i)
+            self.misses += len(missing)
+        if missing:
+            keys = list(missing)
+            encodings = self.tokenizer.backend.encode_batch(keys, add_special_tokens=False)
+            with self._lock:
+                for piece, encoding in zip(keys, encodings):
+                    offs = encoding.offsets
+                    seg_ids = encoding.ids
+                    value = (seg_ids, array(_INT32, [o[0] for o in offs]), array(_INT32, [o[1] for o in offs]),
+                             _int32_le(seg_ids))
+                    for i in missing[piece]:
+                        out[i] = value
+                    if self.cache_size and 0 < len(seg_ids) <= self.cache_tokens and piece not in self._cache:
+                        self._cache[piece] = value
+                        self._cached_tokens += len(seg_ids)
+                        self._evict()
+        return out
+
+    def limit(self, tokens: int) -> None:
+        """Hold at most this many tokens from now on (0: cache nothing)."""
+        with self._lock:
+            self.cache_tokens = tokens
+            self._evict()
+
+    def _evict(self) -> None:
+        while len(self._cache) > self.cache_size or self._cached_tokens > self.cache_tokens:
+            self._cached_tokens -= len(self._cache.popitem(last=False)[1][0])
+
+    def stats(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses, "entries": len(self._cache), "tokens": self._cached_tokens}
