@@ -43,7 +43,7 @@ def test_render_and_validate_are_the_functions_whatever_was_imported_first():
     import pipeline.validate.flattened  # noqa: F401
 
     assert pipeline.render is render_function and callable(pipeline.render)
-    assert pipeline.render.__module__ == "pipeline.render"
+    assert pipeline.render.__module__ == "pipeline.render.registry"
     assert pipeline.validate.__module__ == "pipeline.validate.validator"
     assert pipeline.parse is formats.parse and pipeline.build_report is qa.build_report
 
