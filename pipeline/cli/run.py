@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..run.config import load_config
 from ..api import run_job
+from ..run import load_config
 from .common import EXIT_OK
 
 

@@ -16,10 +16,10 @@ from msgspec.structs import replace
 from .. import formats
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
-from .exchange import is_exchange, is_recording, parse_exchange
 from . import sharegpt
-from .sessions import claude_code
+from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
+from .sessions import claude_code
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 # Logged streams (server-sent events or one chunk per line): each exchange in one is a record.

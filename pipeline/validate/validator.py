@@ -29,10 +29,10 @@ from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, assert
 
 from msgspec import UNSET, Struct
 
-from .rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
 from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import ConfigError, SftprepError
 from .flattened import FAMILIES, find_flattened
+from .rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
 
 Severity = Literal["error", "warning", "off"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "off")
