@@ -36,7 +36,7 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
     """`render`, plus its ids as little-endian int32 and its mask as int8 bytes: what a writer stores,
     without a Python int per token."""
     family = template.family
-    _check_required_tokens(template, tokenizer)
+    check_fit(template, tokenizer)
     ledger = Ledger(template.name, strict=options.strict)
     marks = Marks()
     inputs = family.inputs(conv, marks, ledger, options)
@@ -67,7 +67,8 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
     return rendered, seg.buffer, bytes(loss_mask)
 
 
-def _check_required_tokens(template: Template, tokenizer: Tokenizer) -> None:
+def check_fit(template: Template, tokenizer: Tokenizer) -> None:
+    """A built-in family needs its special tokens in the tokenizer; a misfit is a usage error."""
     missing = [t for t in template.family.required_tokens if t not in tokenizer.added_tokens]
     if missing:
         raise ConfigError(f"tokenizer '{tokenizer.name}' lacks {', '.join(missing)}, which template "

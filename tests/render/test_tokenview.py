@@ -358,8 +358,8 @@ def test_usage_errors_exit_2(argv, message, capsys, monkeypatch):
 
 def test_argparse_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["render", str(DATA / "openai_chat.jsonl")])
-    assert exc.value.code == 2 and "--template" in capsys.readouterr().err
+        main(["render", str(DATA / "openai_chat.jsonl"), "--calls", "sideways"])
+    assert exc.value.code == 2 and "--calls" in capsys.readouterr().err
 
 
 def test_unreadable_and_unrenderable_records_exit_1(tmp_path, capsys, monkeypatch):
