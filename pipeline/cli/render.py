@@ -19,9 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .. import formats
 from ..errors import ConfigError, SftprepError
-from ..ingest import Parsed, expand_paths, iter_parsed
+from ..ingest import INPUT_FORMATS, Parsed, expand_paths, iter_parsed
 from .common import EXIT_FAILED, EXIT_OK, JsonlSink
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                           "calls as the official template does, or refuse (default: the job's, split)")
     cmd.add_argument("--date", metavar="YYYY-MM-DD", help="'today' for templates that print a date "
                      "(default: the job's, 2026-01-01)")
-    cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
     cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
     cmd.add_argument("--ids", action="store_true", help="show each token's id")
