@@ -59,8 +59,8 @@ def filter_reasons(filtered: pl.DataFrame) -> list[r.FilterReason]:
 
 
 def source_files(parts: Parts, rejects: pl.DataFrame, *, folders: bool = False) -> list[r.SourceFile]:
-    """Written and rejected records per input file (or per folder). Filtered records are only counted
-    per stage in stats.json, so they cannot be given here."""
+    """Written and rejected records per input file (or per folder); filtered ones are listed by reason
+    (`filter_reasons`)."""
     key = _folder(pl.col("file")) if folders else pl.col("file")
     rows, rejects = parts.rows.with_columns(file=key), rejects.with_columns(file=key)
     written = rows.group_by("file").agg(written=pl.len())
