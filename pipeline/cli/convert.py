@@ -1,4 +1,12 @@
-"""`sftprep convert`: transcripts from one provider format to another, with the loss ledger."""
+"""Convert transcripts from one provider format to another, with a ledger of what did not fit.
+
+INPUT: .json, .jsonl or their .gz, or directories; each record's format and shape are detected unless
+--from/--shape say. Each output line holds the source, the detected format and shape, the body in the
+target format and the ledger (what the target has no place for, and where it was). A record that cannot
+be read or converted is reported on stderr (or written to --rejects) and the run goes on.
+
+Exit 0 when the run completed; 1 when --strict found a ledger entry, an unknown block or an ambiguous
+call match; 2 for usage errors (unknown format, unwritable output...)."""
 
 from __future__ import annotations
 
@@ -11,9 +19,16 @@ from .common import EXIT_FAILED, EXIT_OK, JsonlSink
 
 STRICT_CODES = ("strict_ledger", "unknown_block", "ambiguous_call_match")
 
+EXAMPLES = """\
+examples:
+  sftprep convert data/anthropic_requests.jsonl --to openai-chat -o chat.jsonl
+  sftprep convert logs/ --to canonical --rejects rejects.jsonl --strict"""
+
 
 def register(commands: argparse._SubParsersAction) -> None:
-    convert = commands.add_parser("convert", help="convert transcripts between provider formats")
+    convert = commands.add_parser("convert", help="convert transcripts between provider formats",
+                                  description=__doc__, epilog=EXAMPLES,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz")
     convert.add_argument("--to", required=True, choices=list(TARGETS), help="target format")
     convert.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")

@@ -1,4 +1,13 @@
-"""`sftprep run [CONFIG]`: the batch job, from a TOML config to a training set."""
+"""Run a job: transcripts in, training set out.
+
+CONFIG is a TOML job (configs/default.toml documents every key; none given: all defaults, which is that
+file). The job reads its inputs, validates, converts and renders every record in parallel, and writes to
+its output directory: data shards (Parquet or JSONL: token ids, labels, loss mask, the conversation),
+rejects.jsonl (each rejected record with its code and location), stats.json, config.json and
+qa_report.html. Flags override the config's keys.
+
+Exit 0 when the job ran (rejected records are counted and kept in rejects.jsonl, not failures); 2 for
+usage or configuration errors (unknown key, missing input...), before any record is read."""
 
 from __future__ import annotations
 
@@ -9,9 +18,16 @@ from ..api import run_job
 from ..run import load_config
 from .common import EXIT_OK
 
+EXAMPLES = """\
+examples:
+  sftprep run                                   the default job: data/ to out/
+  sftprep run configs/default.toml --template llama3 --output out/llama3
+  sftprep run job.toml --input 'logs/*.jsonl.gz' --workers 0"""
+
 
 def register(commands: argparse._SubParsersAction) -> None:
-    run = commands.add_parser("run", help="run a job: transcripts in, training set out")
+    run = commands.add_parser("run", help="run a job: transcripts in, training set out", description=__doc__,
+                              epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("config", nargs="?", help="job config (TOML); default: all defaults")
     run.add_argument("--input", action="append", help="input path, glob or directory (repeatable)")
     run.add_argument("--output", help="output directory")

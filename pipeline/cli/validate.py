@@ -1,5 +1,9 @@
 """Check transcripts for broken tool-call structure: issues per record, then a summary by code.
 
+INPUT: .json, .jsonl or their .gz, or directories. Each issue names its record (FILE:LINE), the JSON
+path inside it, its code and severity; the table at the end counts them by code with each rule's
+description. --severity changes a code's level (the codes are the table's; [validate] in a job).
+
 Exit 0 when no record has an error, 1 when any has (records that cannot be read or parsed count as
 errors, under their error's code), 2 for usage errors such as an unknown code in --severity."""
 
@@ -16,10 +20,17 @@ from ..ingest import INPUT_FORMATS, expand_paths, iter_parsed
 from ..validate import RULES, Issue, ValidateConfig, error_issue, has_errors, validate
 from .common import EXIT_FAILED, EXIT_OK
 
+EXAMPLES = """\
+examples:
+  sftprep validate data/
+  sftprep validate logs/ --severity unknown_tool=warning,empty_assistant_turn=off
+  sftprep validate logs/ --json | jq -c 'select(.issues != [])'"""
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("validate", help="check transcripts for broken tool-call structure",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=__doc__, epilog=EXAMPLES,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
     cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record instead of the report")

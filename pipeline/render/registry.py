@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..conversation import Conversation
 from ..errors import ConfigError
+from ..suggest import did_you_mean
 from . import chatml, harmony, llama3
 from ._roundtrip import check_parse_back
 from .engine import check_fit
@@ -49,7 +50,8 @@ def load_template(name_or_path: str | os.PathLike | Template, tokenizer: Tokeniz
     path = Path(key).expanduser()
     if path.is_file():
         return Template.compile(str(path), path.read_text(encoding="utf-8"))
-    raise ConfigError(f"unknown template '{key}'; valid: {', '.join(FAMILIES)}, a .jinja file, or 'tokenizer'",
+    raise ConfigError(f"unknown template '{key}'{did_you_mean(key, [*FAMILIES, 'tokenizer'])}; valid: "
+                      f"{', '.join(FAMILIES)}, a .jinja file, or 'tokenizer'",
                       code="unknown_template")
 
 
@@ -84,7 +86,8 @@ def _family(family: str | Family | Template) -> Family:
     try:
         return FAMILIES[family]
     except KeyError:
-        raise ConfigError(f"unknown template family '{family}'; valid: {', '.join(FAMILIES)}",
+        raise ConfigError(f"unknown template family '{family}'{did_you_mean(family, FAMILIES)}; valid: "
+                          f"{', '.join(FAMILIES)}",
                           code="unknown_template") from None
 
 

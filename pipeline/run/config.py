@@ -10,6 +10,7 @@ import msgspec
 from msgspec import Struct, field
 
 from ..errors import ConfigError
+from ..suggest import did_you_mean
 
 Severity = Literal["error", "warning", "off"]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -117,11 +118,23 @@ def _explain(exc: msgspec.ValidationError) -> str:
     if "unknown field" in text and " - at `$." in text:
         name = text.split("`")[1]
         section = text.rsplit("`$.", 1)[1].rstrip("`")
-        return f"unknown key '{section}.{name}'"
+        return f"unknown key '{section}.{name}'{did_you_mean(name, _keys(section), prefix=f'{section}.')}"
     if "unknown field" in text:
-        return f"unknown section '{text.split('`')[1]}'"
+        name = text.split('`')[1]
+        return f"unknown section '{name}'{did_you_mean(name, _keys(''))}"
     return text
 
 
 def to_dict(config: JobConfig) -> dict[str, Any]:
     return msgspec.to_builtins(config)
+
+
+def _keys(section: str) -> list[str]:
+    """The keys a dotted section of JobConfig accepts ("" for the top: the section names)."""
+    struct: Any = JobConfig
+    for part in filter(None, section.split(".")):
+        types = {f.name: f.type for f in msgspec.structs.fields(struct)}
+        struct = types.get(part)
+        if not (isinstance(struct, type) and issubclass(struct, Struct)):
+            return []
+    return [f.name for f in msgspec.structs.fields(struct)]

@@ -31,6 +31,7 @@ from msgspec import UNSET, Struct
 
 from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import ConfigError, SftprepError
+from ..suggest import did_you_mean
 from .flattened import FAMILIES, find_flattened
 from .rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
 
@@ -98,7 +99,7 @@ class ValidateConfig:
     def __post_init__(self) -> None:
         for code, level in self.severity.items():
             if code not in RULES:
-                raise ConfigError(f"unknown validation code '{code}'; valid: {', '.join(RULES)}",
+                raise ConfigError(f"unknown validation code '{code}'{did_you_mean(code, RULES)}; valid: {', '.join(RULES)}",
                                   code="unknown_rule")
             if level not in SEVERITIES:
                 raise ConfigError(f"severity for '{code}' must be one of {', '.join(SEVERITIES)}, got '{level}'",
