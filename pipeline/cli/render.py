@@ -8,6 +8,9 @@ file or the tokenizer's own template, `tokenizer`). Template, tokenizer, mask, c
 a job's `[render]` section: --config JOB.toml takes them from that job (the defaults are the default
 job's), so the view is what `sftprep run` writes; flags given override it.
 
+Several records (`--record all`) with --html write an index page (source, templates, tokens, trained,
+issues) linking to one page per record, in a folder beside it.
+
 Exit 0 when every record rendered, 1 when one could not be read or rendered (the error names the
 record and the path inside it), 2 for usage errors (unknown template, record beyond the input...)."""
 
@@ -27,9 +30,25 @@ if TYPE_CHECKING:
     from ..render import Template, Tokenizer
 
 
+def epilog() -> str:
+    """The template families from the registry (so a new family is listed without editing this), then examples."""
+    from ..render.registry import FAMILIES
+
+    width = max(map(len, FAMILIES))
+    families = "\n".join(f"  {name:<{width}}  tokenizer {family.default_tokenizer or '(name one with --tokenizer)'}"
+                          for name, family in FAMILIES.items())
+    return f"""template families (--template NAME; also a .jinja file, or 'tokenizer' for the tokenizer's own):
+{families}
+
+examples:
+  sftprep render data/anthropic_requests.jsonl --template chatml,llama3
+  sftprep render data/ --record data/openai_chat.jsonl:2 --ids
+  sftprep render data/ --record all --html out/render.html"""
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("render", help="show the token stream of a record: trained tokens, spans, ids",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=__doc__, epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
     cmd.add_argument("--record", default="1", metavar="N|FILE:LINE|all", help="which record (default: 1, the first)")
     cmd.add_argument("--config", metavar="JOB.toml", help="render as this job's `sftprep run` does")

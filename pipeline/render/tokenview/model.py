@@ -143,3 +143,66 @@ def json_line(source: str, rendered: Rendered) -> dict[str, Any]:
 def error_line(source: str, template: str | None, error: SftprepError) -> dict[str, Any]:
     return {"source": source, "template": template,
             "error": {"code": error.code, "message": error.message, "path": error.path}}
+
+
+# --- lining templates up ---------------------------------------------------------------------------
+
+def row_keys(rows: tuple[Row, ...]) -> list[tuple]:
+    """What each row stands for, comparable across templates. A content row (a message's block, a
+    system or tool entry) is ("c", message, block, kind). Template text (scaffold, format, eot) is
+    ("t", message, the content row it leads into, kind, n): its own message, or for a scaffold the
+    message it leads into; so a header before message 3 lines up with the other template's."""
+    anchors: list[tuple] = []
+    following: tuple = ("end",)
+    for row in reversed(rows):
+        if row.span.block is not None:
+            following = ("c", row.span.message, row.span.block, row.span.kind)
+        anchors.append(following)
+    anchors.reverse()
+    keys: list[tuple] = []
+    seen: dict[tuple, int] = {}
+    for row, anchor in zip(rows, anchors):
+        span = row.span
+        if span.block is not None:
+            key = anchor
+        else:
+            message = span.message if span.message is not None else anchor[1] if anchor[0] == "c" else None
+            key = ("t", message, anchor, span.kind)
+        seen[key] = seen.get(key, -1) + 1
+        keys.append(key + (seen[key],))
+    return keys
+
+
+def aligned_rows(views: list[View]) -> list[tuple[tuple, list[Row | None]]]:
+    """One line-up of every view's rows: each entry is a key and, per view, its row for that key or
+    None (the template writes nothing there). Every row appears once, in its view's order; views are
+    merged one by one on difflib's matching blocks, so a row a template moved (llama3 puts a result
+    right after its call) gets an entry of its own instead of pulling the others out of order."""
+    import difflib
+
+    entries: list[tuple[tuple, dict[int, Row]]] = []
+    for index, view in enumerate(views):
+        keys = row_keys(view.rows)
+        matcher = difflib.SequenceMatcher(None, [key for key, _ in entries], keys, autojunk=False)
+        merged: list[tuple[tuple, dict[int, Row]]] = []
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op == "equal":
+                for (key, rows), row in zip(entries[i1:i2], view.rows[j1:j2]):
+                    rows[index] = row
+                    merged.append((key, rows))
+                continue
+            merged.extend(entries[i1:i2])
+            merged.extend((key, {index: row}) for key, row in zip(keys[j1:j2], view.rows[j1:j2]))
+        entries = merged
+    return [(key, [rows.get(index) for index in range(len(views))]) for key, rows in entries]
+
+
+def key_message(key: tuple) -> int | None:
+    """The message a line-up key belongs to (a scaffold belongs to the message it leads into)."""
+    return key[1]
+
+
+def message_counts(view: View, message: int) -> tuple[int, int]:
+    """(tokens, trained tokens) of one message's spans in a view."""
+    cells = [cell for row in view.rows if row.span.message == message for cell in row.cells]
+    return len(cells), sum(cell.trained for cell in cells)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .model import CONTINUATION, Cell, Failure, RecordView, Row, View, _shown
+from .model import CONTINUATION, Cell, Failure, RecordView, Row, View, _shown, aligned_rows, key_message, message_counts
 
 
 class Palette(NamedTuple):
@@ -108,22 +108,53 @@ def legend(colors: str):
         ("spans: m<message>.b<block> kind", p.muted))
 
 
-def _view_table(view: View, *, ids: bool, colors: str):
+MIN_COLUMN = 48  # a template's span labels and tokens; narrower, the views are stacked
+
+
+def _aligned_table(views: list[View], *, ids: bool, colors: str):
+    """The views side by side, one row per line-up key: a span starts on the same line in every column,
+    blank where a template writes nothing for it. Each message opens with its tokens and trained share."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    label_width = max((len(row.label) for row in view.rows), default=8)
-    table = Table(box=box.ASCII2 if colors == "plain" else box.SIMPLE_HEAD, show_header=True, show_edge=False, pad_edge=False,
-                  expand=True, padding=(0, 1))
-    table.add_column("span", no_wrap=True, width=label_width, header_style="bold")
-    rendered = view.rendered
-    table.add_column(Text(f"{_short(rendered.template)} · {_short(rendered.tokenizer)} · "
-                          f"{len(rendered.input_ids)} tokens, {view.trained} trained"),
-                     header_style="bold", overflow="fold", ratio=1)
-    for row in view.rows:
-        table.add_row(Text(row.label, style=_KIND_STYLE.get(row.span.kind, "")), row_text(row, ids=ids, colors=colors))
+    table = Table(box=box.ASCII2 if colors == "plain" else box.SIMPLE_HEAD, show_header=True, show_edge=False,
+                  pad_edge=False, expand=True, padding=(0, 1))
+    for view in views:
+        label_width = max((len(row.label) for row in view.rows), default=8)
+        rendered = view.rendered
+        table.add_column("span", no_wrap=True, width=label_width, header_style="bold")
+        table.add_column(Text(f"{_short(rendered.template)} · {_short(rendered.tokenizer)} · "
+                              f"{len(rendered.input_ids)} tokens, {view.trained} trained"),
+                         header_style="bold", overflow="fold", ratio=1)
+    headed: set[int] = set()
+    for key, rows in aligned_rows(views):
+        message = key_message(key)
+        if message is not None and message not in headed:
+            headed.add(message)
+            table.add_row(*(cell for view in views for cell in _message_head(view, message)))
+        cells: list[Any] = []
+        for row in rows:
+            if row is None:
+                cells.extend(("", ""))
+            else:
+                cells.extend((Text(row.label, style=_KIND_STYLE.get(row.span.kind, "")),
+                              row_text(row, ids=ids, colors=colors)))
+        table.add_row(*cells)
     return table
+
+
+def _message_head(view: View, message: int):
+    """A message's heading in one column: its role, its tokens and the share trained."""
+    from rich.text import Text
+
+    role = next((row.role for row in view.rows if row.span.message == message and row.role), None)
+    tokens, trained = message_counts(view, message)
+    if not tokens:
+        return Text(""), Text("")
+    share = f"{trained / tokens:.0%}" if trained else "none"
+    return (Text(f"m{message} {role or ''}".rstrip(), style="bold underline"),
+            Text(f"{tokens} tokens, {trained} trained ({share})", style="italic"))
 
 
 def _failure_text(failure: Failure):
@@ -149,8 +180,8 @@ def _ledger_lines(view: View):
 
 def terminal_view(record: RecordView, *, ids: bool = False, colors: str = "256", width: int = 120,
                   mask: str | None = None):
-    """One record: a title, each template's span table (side by side when there is room: at least 48
-    columns each, else one under the other), then each template's ledger."""
+    """One record: a title, the templates' span tables lined up side by side (when there is room:
+    MIN_COLUMN columns each, else one under the other, saying so), failures, then each ledger."""
     from rich.console import Group
     from rich.rule import Rule
     from rich.table import Table
@@ -169,15 +200,14 @@ def terminal_view(record: RecordView, *, ids: bool = False, colors: str = "256",
         parts.append(Text.assemble(("could not read this record", "bold red"),
                                    f"\n  at {record.error.path}: {record.error.message} [{record.error.code}]"))
         return Group(*parts)
-    blocks = [_view_table(r, ids=ids, colors=colors) if isinstance(r, View) else _failure_text(r) for r in record.results]
-    if len(blocks) > 1 and width // len(blocks) >= 48:
-        grid = Table.grid(expand=True, padding=(0, 2))
-        for _ in blocks:
-            grid.add_column(ratio=1)
-        grid.add_row(*blocks)
-        parts.append(grid)
-    else:
-        parts.extend(blocks)
+    views = [r for r in record.results if isinstance(r, View)]
+    if len(views) > 1 and width // len(views) < MIN_COLUMN:
+        parts.append(Text(f"{len(views)} templates stacked, one under the other: side by side needs "
+                          f"{MIN_COLUMN * len(views)} columns, the terminal has {width}", style="italic"))
+        parts.extend(_aligned_table([view], ids=ids, colors=colors) for view in views)
+    elif views:
+        parts.append(_aligned_table(views, ids=ids, colors=colors))
+    parts.extend(_failure_text(r) for r in record.results if isinstance(r, Failure))
     for result in record.results:
         if isinstance(result, View):
             parts.extend(_ledger_lines(result))
