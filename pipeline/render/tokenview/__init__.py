@@ -10,9 +10,10 @@ control characters are shown as symbols (a logged escape sequence must not drive
 every string in the page is HTML-escaped.
 """
 
-from .model import CONTINUATION, Cell, Failure, RecordView, Row, View, build_view, error_line, json_line, span_label, visible
+from .model import (CONTINUATION, Cell, Failure, RecordView, Row, View, aligned_rows, build_view, error_line, json_line,
+                    message_counts, row_keys, span_label, visible)
 from .page import html_page
 from .terminal import PALETTES, colors_for, legend, row_text, terminal_view
 
 __all__ = ["CONTINUATION", "Cell", "Row", "View", "Failure", "RecordView", "build_view", "span_label", "visible", "json_line",
-           "error_line", "row_text", "terminal_view", "legend", "colors_for", "PALETTES", "html_page"]
+           "error_line", "row_keys", "aligned_rows", "message_counts", "row_text", "terminal_view", "legend", "colors_for", "PALETTES", "html_page"]

@@ -202,8 +202,8 @@ def terminal_view(record: RecordView, *, ids: bool = False, colors: str = "256",
         return Group(*parts)
     views = [r for r in record.results if isinstance(r, View)]
     if len(views) > 1 and width // len(views) < MIN_COLUMN:
-        parts.append(Text(f"{len(views)} templates stacked, one under the other: side by side needs "
-                          f"{MIN_COLUMN * len(views)} columns, the terminal has {width}", style="italic"))
+        parts.append(Text(f"stacked: side by side needs {MIN_COLUMN * len(views)} columns, the terminal has {width}",
+                          style="italic"))
         parts.extend(_aligned_table([view], ids=ids, colors=colors) for view in views)
     elif views:
         parts.append(_aligned_table(views, ids=ids, colors=colors))
