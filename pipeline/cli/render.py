@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -81,8 +83,6 @@ def job_render(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..render import tokenview
-    from ..render import render
     from ..run.render_stage import render_settings
 
     settings = job_render(args)
@@ -92,6 +92,19 @@ def run(args: argparse.Namespace) -> int:
     setups = _setups(names, settings.tokenizer or None)
     paths = expand_paths(args.inputs)
     out = _Output(args)
+    try:
+        failed = _render_all(args, setups, paths, out, mask, options)
+    except BaseException:
+        out.discard()
+        raise
+    out.close()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _render_all(args: argparse.Namespace, setups, paths, out: "_Output", mask, options) -> bool:
+    """Every record --record names through every template, to `out`; True when one failed."""
+    from ..render import render, tokenview
+
     failed = False
     for item in select(iter_parsed(paths, fmt=args.fmt), args.record):
         if item.conversation is None:
@@ -112,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 _report(item.source, name, exc)
                 results.append(tokenview.Failure(name, exc))
         out.add(tokenview.RecordView(item.source, item.conversation, tuple(results)))
-    out.close()
-    return EXIT_FAILED if failed else EXIT_OK
+    return failed
 
 
 def _setups(names: list[str], tokenizer_arg: str | None) -> list[tuple[str, "Template", "Tokenizer"]]:
@@ -184,15 +196,21 @@ def _report(source: str, template: str | None, error: SftprepError) -> None:
 
 
 class _Output:
-    """Where views go: JSON lines as they come, the terminal as they come, or one HTML page at the end
-    (written whole or not at all)."""
+    """Where views go: JSON lines as they come, the terminal as they come, or HTML: one page for one
+    record; for several, a page per record as they come, in a folder beside an index page written at
+    the end (each written whole or not at all)."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.pages: list = []
+        self.pages: list = []  # the first record's view, until a second one says there will be an index
+        self.index: list = []
+        self.folder: Path | None = None
         self.sink = JsonlSink(None) if args.json else None
         self.console = None
         self.legend_shown = False
+        if args.html:
+            self.target = Path(args.html)
+            self.final_folder = self.target.with_name(f"{self.target.stem}_records")
         if not args.json and not args.html:
             from rich.console import Console
 
@@ -214,6 +232,10 @@ class _Output:
                     self.sink.write(tokenview.error_line(record.source, result.template, result.error))
         if self.args.html:
             self.pages.append(record)
+            if len(self.pages) > 1 or self.folder is not None:
+                for pending in self.pages:
+                    self._record_page(pending)
+                self.pages.clear()
         if self.console is not None:
             colors = tokenview.colors_for(self.console)
             if not self.legend_shown:
@@ -222,22 +244,62 @@ class _Output:
             self.console.print(tokenview.terminal_view(record, ids=self.args.ids, colors=colors,
                                                        width=self.console.width, mask=self.args.mask))
 
+    def _record_page(self, record) -> None:
+        from ..render import tokenview
+        from ..validate import validate
+
+        if self.folder is None:
+            self.folder = self.target.with_name(f".{self.final_folder.name}.partial")
+            shutil.rmtree(self.folder, ignore_errors=True)
+            try:
+                self.folder.mkdir(parents=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot write '{self.args.html}': {exc.strerror}", code="unwritable_output") from None
+        name = f"{len(self.index) + 1:05d}.html"
+        _write(self.folder / name, tokenview.html_page([record], ids=self.args.ids, mask=self.args.mask,
+                                                       title=f"sftprep render: {record.source}",
+                                                       index=f"../{self.target.name}"), self.args.html)
+        issues = ([("error", record.error.code)] if record.conversation is None else
+                  [(issue.severity, issue.code) for issue in validate(record.conversation)])
+        self.index.append(tokenview.index_row(record, f"{self.final_folder.name}/{name}", issues))
+
+    def discard(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
     def close(self) -> None:
         from ..render import tokenview
 
         if self.sink is not None:
             self.sink.close()
-        if self.args.html:
-            page = tokenview.html_page(self.pages, ids=self.args.ids, mask=self.args.mask,
-                                       title=f"sftprep render: {', '.join(self.args.inputs)}")
-            target = Path(self.args.html)
-            tmp = target.with_name(f".{target.name}.partial")
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(page, encoding="utf-8")
-                tmp.replace(target)
-            except OSError as exc:
-                tmp.unlink(missing_ok=True)
-                raise ConfigError(f"cannot write '{self.args.html}': {exc.strerror}", code="unwritable_output") from None
-            print(f"sftprep render: wrote {target} ({len(self.pages)} record{'s' * (len(self.pages) != 1)})",
+        if not self.args.html:
+            return
+        title = f"sftprep render: {', '.join(self.args.inputs)}"
+        if self.folder is None:
+            _write(self.target, tokenview.html_page(self.pages, ids=self.args.ids, mask=self.args.mask, title=title),
+                   self.args.html)
+            print(f"sftprep render: wrote {self.target} ({len(self.pages)} record{'s' * (len(self.pages) != 1)})",
                   file=sys.stderr)
+            return
+        if self.final_folder.is_dir():  # an earlier render's pages; anything else there is not ours to delete
+            if any(not re.fullmatch(r"\d{5,}\.html", p.name) for p in self.final_folder.iterdir()):
+                self.discard()
+                raise ConfigError(f"cannot write '{self.final_folder}': it holds files that are not record pages",
+                                  code="unwritable_output")
+            shutil.rmtree(self.final_folder)
+        self.folder.replace(self.final_folder)
+        _write(self.target, tokenview.index_page(self.index, mask=self.args.mask, title=title), self.args.html)
+        print(f"sftprep render: wrote {self.target} (index of {len(self.index)} records) and their pages in "
+              f"{self.final_folder}", file=sys.stderr)
+
+
+def _write(target: Path, text: str, named: str) -> None:
+    """A file written under a temporary name and renamed: it appears whole or not at all."""
+    tmp = target.with_name(f".{target.name}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write '{named}': {exc.strerror}", code="unwritable_output") from None

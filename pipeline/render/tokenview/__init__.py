@@ -12,8 +12,9 @@ every string in the page is HTML-escaped.
 
 from .model import (CONTINUATION, Cell, Failure, RecordView, Row, View, aligned_rows, build_view, error_line, json_line,
                     message_counts, row_keys, span_label, visible)
-from .page import html_page
+from .page import IndexRow, html_page, index_page, index_row
 from .terminal import PALETTES, colors_for, legend, row_text, terminal_view
 
 __all__ = ["CONTINUATION", "Cell", "Row", "View", "Failure", "RecordView", "build_view", "span_label", "visible", "json_line",
-           "error_line", "row_keys", "aligned_rows", "message_counts", "row_text", "terminal_view", "legend", "colors_for", "PALETTES", "html_page"]
+           "error_line", "row_keys", "aligned_rows", "message_counts", "row_text", "terminal_view", "legend", "colors_for", "PALETTES", "html_page",
+           "IndexRow", "index_row", "index_page"]
