@@ -176,9 +176,18 @@ def _cache_key(name: str, spec: _Builtin) -> str:
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
+def quiet_transformers() -> None:
+    """Call before importing transformers. Its import prints advice ("PyTorch was not found. Models
+    won't be available...") that reads as a failure, yet only its tokenizer code is used here. Its
+    real warnings stay on; a user who set the variable keeps their choice."""
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def _build(name: str, spec: _Builtin) -> str:
     """tokenizer.json text for a built-in vocabulary."""
     from tokenizers import AddedToken, normalizers
+
+    quiet_transformers()
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab_path = tiktoken_file(name)  # checks the sha256 of the vocabulary

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
-from .builtin_tokenizers import BUILTIN_TOKENIZERS, builtin_json
+from .builtin_tokenizers import BUILTIN_TOKENIZERS, builtin_json, quiet_transformers
 from .segments import SegmentEncoder
 
 __all__ = ["Tokenizer", "load_tokenizer"]
@@ -77,6 +77,7 @@ class Tokenizer:
 
     def to_transformers(self, chat_template: str | None = None):
         """A transformers PreTrainedTokenizerFast over the same backend (for apply_chat_template)."""
+        quiet_transformers()
         from transformers import PreTrainedTokenizerFast
 
         kwargs = {key: value for key, value in self.special_tokens_map.items()}
@@ -222,9 +223,18 @@ def _load_hub(repo_id: str) -> Tokenizer:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise ConfigError(f"tokenizer '{repo_id}' is a hub id but HF_HUB_OFFLINE=1; valid offline: "
                           f"{', '.join(BUILTIN_TOKENIZERS)} or a local path", code="unknown_tokenizer")
-    try:
-        from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download
 
+    offline = _hub_unreachable()
+    if offline:  # no retries against a hub that cannot answer: the cached copy, if any, or the error now
+        try:
+            file = Path(hf_hub_download(repo_id, "tokenizer.json", local_files_only=True))
+        except Exception:
+            raise ConfigError(f"tokenizer '{repo_id}' is a hub id, the hub cannot be reached ({offline}) and it "
+                              f"is not in the hub cache; valid offline: {', '.join(BUILTIN_TOKENIZERS)} or a local "
+                              "path", code="unknown_tokenizer") from None
+        return _load_file(file, _cached_config(repo_id), name=repo_id)
+    try:
         file = Path(hf_hub_download(repo_id, "tokenizer.json"))
         try:
             config_file = Path(hf_hub_download(repo_id, "tokenizer_config.json"))
@@ -236,3 +246,29 @@ def _load_hub(repo_id: str) -> Tokenizer:
                           f"valid offline: {', '.join(BUILTIN_TOKENIZERS)} or a local path",
                           code="unknown_tokenizer") from None
     return _load_file(file, config, name=repo_id)
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (a failed name lookup or connection, within 3 s), or None."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=3).close()
+    except OSError as exc:
+        return f"{url.hostname}: {exc.strerror or type(exc).__name__}"
+    return None
+
+
+def _cached_config(repo_id: str) -> dict:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return json.loads(Path(hf_hub_download(repo_id, "tokenizer_config.json", local_files_only=True))
+                          .read_text(encoding="utf-8"))
+    except Exception:  # the config is optional
+        return {}
