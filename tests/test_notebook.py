@@ -1,5 +1,6 @@
 """notebooks/walkthrough.ipynb runs top to bottom in a fresh kernel (the venv's python3) and does what
-its markdown says; it is stored without outputs."""
+its markdown says; it is stored without outputs, and no output holds a terminal escape code (rich output
+is shown as HTML with a plain-text twin)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,20 @@ def test_walkthrough_runs_top_to_bottom(tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
 
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    for output in outputs:  # every representation, as a reader's notebook would show it
+        for kind, value in [("text", output.get("text", ""))] + list(output.get("data", {}).items()):
+            assert "\x1b" not in str(value), f"escape code in a {output.output_type} output ({kind})"
+    assert any("text/html" in o.get("data", {}) for o in outputs)  # the QA summary, as HTML
     printed = "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
     assert "⟦" in printed and "⟧" in printed  # the token view marked trained tokens
     assert "parallel-call rate" in printed
+    # The convert cell shows what its markdown says: two structured calls with the provider's ids, each
+    # answered by a tool message carrying that id, and an empty ledger.
+    convert = next(_text(c) for c in nb.cells if c.cell_type == "code" and "serialize(conv" in c.source)
+    assert convert.count('"type": "function"') == 2 and '"tool_calls"' in convert
+    assert "tool toolu_01LisbonA -> 21C" in convert and "tool toolu_01PortoB -> 17C" in convert
+    assert '"id": "toolu_01LisbonA"' in convert and "ledger: []" in convert
     stats = json.loads((out / "stats.json").read_text())
     assert stats["records"]["balanced"] and stats["records"]["written"] > 0
     assert f"read {stats['records']['read']}, written {stats['records']['written']}" in printed
