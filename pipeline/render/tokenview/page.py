@@ -82,7 +82,7 @@ def _html_row(row: Row | None, ids: bool, label_width: int) -> str:
         return '<div class="pad"></div>'
     cells = "".join(_html_cell(cell, row, ids) for cell in row.cells)
     if not row.cells:
-        cells = '<span class="note">(no token of its own: its characters share the token before)</span>'
+        cells = '<span class="note">(no token of its own: shares the one before)</span>'
     title = row.label + (f" ({row.role})" if row.role else "")
     return (f'<div class="rows" style="grid-template-columns: calc({label_width}ch + 1.4rem) minmax(0, 1fr)">'
             f'<div class="label k-{_e(row.span.kind)}" title="{_e(title)}">{_e(row.label)}</div>'

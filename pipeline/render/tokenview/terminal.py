@@ -89,7 +89,7 @@ def row_text(row: Row, *, ids: bool = False, colors: str = "256"):
         out.append(newline)
         line_start = bool(newline)
     if not cells:
-        out.append("(no token of its own: its characters share the token before)", style="italic")
+        out.append("(no token of its own: shares the one before)", style="italic")
     return out
 
 
