@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      title="commands")
     for module in COMMANDS:
         module.register(commands)
+    if "templates" in commands.choices:  # where a command describing the families exists, render's help points to it
+        render_help = commands.choices["render"]
+        render_help.epilog = f"{render_help.epilog}\n\n`sftprep templates` describes each family."
     return parser
 
 

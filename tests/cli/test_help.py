@@ -63,6 +63,20 @@ def test_render_help_lists_the_families_from_the_registry(capsys, monkeypatch):
     monkeypatch.setitem(registry.FAMILIES, "made-up-family", registry.FAMILIES["chatml"])
     _, out, _ = _exit(capsys, "render", "--help")
     assert "  made-up-family" in out
+    assert ("sftprep templates" in out) == any(m.__name__.endswith(".templates") for m in COMMANDS)
+
+
+def test_render_help_points_to_a_templates_command_where_there_is_one(capsys, monkeypatch):
+    class Templates:  # stands for a `sftprep templates` command module
+        __name__ = "pipeline.cli.templates"
+
+        @staticmethod
+        def register(commands):
+            commands.add_parser("templates", help="the template families")
+
+    monkeypatch.setattr("pipeline.cli.main.COMMANDS", [*COMMANDS, Templates])
+    _, out, _ = _exit(capsys, "render", "--help")
+    assert out.rstrip().endswith("`sftprep templates` describes each family.")
 
 
 def test_nearest_names():
