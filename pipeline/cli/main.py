@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Sequence
 
-from .. import __version__
 from ..errors import ConfigError
 from ..suggest import did_you_mean
 from . import convert as convert_command
@@ -62,9 +62,16 @@ class _Parser(argparse.ArgumentParser):
         super()._check_value(action, value)
 
 
+def _version() -> str:
+    try:
+        return version("sftprep")  # the installed distribution's
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sftprep", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"sftprep {__version__}")
+    parser.add_argument("--version", action="version", version=f"sftprep {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
                                      title="commands")
     for module in COMMANDS:
