@@ -142,7 +142,7 @@ def test_duplicates_are_filtered(tmp_path):
 
 @pytest.mark.parametrize("settings,message", [
     ({"input.paths": ["/nonexistent/file.jsonl"]}, "does not exist"),
-    ({"render.template": "chatmel"}, "unknown template 'chatmel'; valid: chatml"),
+    ({"render.template": "chatmel"}, r"unknown template 'chatmel' \(did you mean 'chatml'\?\); valid: chatml"),
     ({"render.tokenizer": "qwen9"}, "qwen2.5"),
     ({"render.mask": "sometimes"}, "unknown mask policy"),
     ({"render.segment_cache_tokens": -1}, r"Expected `int` >= 0 - at `\$.render.segment_cache_tokens`"),
