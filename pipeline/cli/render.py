@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .. import formats
 from ..errors import ConfigError, SftprepError
 from ..ingest import Parsed, expand_paths, iter_parsed
-from .common import EXIT_FAILED, EXIT_OK, JsonlSink
+from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options
 
 if TYPE_CHECKING:
     from ..render import Template, Tokenizer
@@ -39,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd.add_argument("--calls", default="split", choices=["split", "drop-text", "refuse"],
                      help="templates with one call per turn (llama3): split the turn, drop text beside "
                           "calls as the official template does, or refuse (default: split)")
-    cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    add_source_options(cmd)
     cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
     cmd.add_argument("--ids", action="store_true", help="show each token's id")
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     paths = expand_paths(args.inputs)
     out = _Output(args)
     failed = False
-    for item in select(iter_parsed(paths, fmt=args.fmt), args.record):
+    for item in select(iter_parsed(paths, fmt=args.fmt, shape=args.shape), args.record):
         if item.conversation is None:
             assert item.error is not None
             failed = True

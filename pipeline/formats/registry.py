@@ -60,6 +60,14 @@ def detect(obj: Any) -> Detection:
     raise ShapeError(f"ambiguous record, could be: {names}; name the format with --from", code="ambiguous_shape")
 
 
+def is_message(obj: Any) -> bool:
+    """One element of a bare message list (a message, an input item, a content), not a record of its
+    own: no format reads it alone, and some format reads a list holding it as messages."""
+    if not isinstance(obj, dict) or any(module.detect(obj) is not None for module in FORMATS.values()):
+        return False
+    return any(getattr(module.detect([obj]), "shape", None) == "messages" for module in FORMATS.values())
+
+
 def parse(obj: Any, fmt: str | None = None, shape: str | None = None, *, strict: bool = False) -> Conversation:
     if fmt is None:
         try:

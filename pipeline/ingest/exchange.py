@@ -70,7 +70,15 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
     except SftprepError as exc:
         raise _under(exc, "$.request.body" if req_body is not request else "$.request")
     fmt = conv.meta.provider
-    if isinstance(resp_body, str):
+    if isinstance(resp_body, list) or (isinstance(resp_body, str) and resp_body.lstrip()[:1] == "["):
+        # A JSON array of chunks (Gemini streamGenerateContent without SSE framing) is a stream too.
+        from .streams import reassemble
+
+        try:
+            resp_body = reassemble(resp_body, fmt)
+        except SftprepError as exc:
+            raise _under(exc, "$.response.body")
+    elif isinstance(resp_body, str):
         from .streams import detect_stream, reassemble
 
         if detect_stream(resp_body) is None:
