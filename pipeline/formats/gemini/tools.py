@@ -20,13 +20,17 @@ _OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "
 
 def parse_tools(value: Any) -> tuple[tuple[Tool, ...], list]:
     """Flat canonical tools, and the layout of Gemini's Tool objects ([[key, count], ...] per object)
-    so the grouping comes back exactly."""
-    if not isinstance(value, list):
-        raise _bad(value, "'tools' must be an array", "$.tools")
+    so the grouping comes back exactly. One Tool object in place of the list is what older SDKs send
+    (the API accepts it); its path stays `$.tools`."""
+    if isinstance(value, dict):
+        entries = [("$.tools", value)]
+    elif isinstance(value, list):
+        entries = [(f"$.tools[{ti}]", entry) for ti, entry in enumerate(value)]
+    else:
+        raise _bad(value, "'tools' must be an array or one Tool object", "$.tools")
     tools: list[Tool] = []
     layout: list[list] = []
-    for ti, entry in enumerate(value):
-        path = f"$.tools[{ti}]"
+    for path, entry in entries:
         if not isinstance(entry, dict):
             raise _bad(entry, "a tool must be an object", path)
         groups = []
@@ -56,8 +60,10 @@ def _declaration(d: Any, path: str) -> Tool:
         if key == "name":
             name = value
         elif key == "description":
-            if not isinstance(value, str):
-                raise _bad(value, "'description' must be a string", f"{path}.description")
+            if value is None:
+                form["description"] = "null"  # the API takes null as no description; written back as sent
+            elif not isinstance(value, str):
+                raise _bad(value, "'description' must be a string or null", f"{path}.description")
             description = value
         elif canonical == "parametersJsonSchema" or (key == "parameters" and params_key is None):
             if params_key == "parameters":
@@ -145,7 +151,7 @@ def _layout_fits(layout: Any, tools: tuple[Tool, ...]) -> bool:
 def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
     form = tool.form.get(NAME) or {}
     out: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
+    if tool.description is not None or form.get("description") == "null":
         out["description"] = tool.description
     params = tool.parameters
     if tool.kind == "custom":
