@@ -96,11 +96,21 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
             raise ParseError(f"the request is {fmt} but the response is {other}", path="$.response.body",
                              code="mixed_formats") from None
         raise _under(exc, "$.response.body")
-    meta = replace(conv.meta, shape="exchange", model=answer.meta.model or conv.meta.model,
+    model = answer.meta.model or conv.meta.model or _model_in_uri(uri)
+    meta = replace(conv.meta, shape="exchange", model=model,
                    response_id=answer.meta.response_id, created=answer.meta.created,
                    stop_reason=answer.meta.stop_reason, usage=answer.meta.usage,
                    notes=conv.meta.notes + answer.meta.notes)
     return renumber(replace(conv, messages=conv.messages + answer.messages, meta=meta))
+
+
+_URI_MODEL = re.compile(r"/models/([^/:?]+):")
+
+
+def _model_in_uri(uri: str | None) -> str | None:
+    """Gemini names the model in the path (`.../models/gemini-3-pro-preview:generateContent`)."""
+    found = _URI_MODEL.search(uri.split("?", 1)[0]) if uri else None
+    return found.group(1) if found else None
 
 
 def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:

@@ -117,8 +117,9 @@ def test_call_unanswered_while_user_turns_follow_is_an_error_not_at_end():
 
 def test_result_after_the_next_assistant_turn_does_not_answer_in_time():
     c = conv(Q, asst(call()), asst(Text("Still waiting.")), tool(result()), A)
-    # Consecutive assistant messages are one turn: the result after them is in time.
-    assert codes(c) == []
+    # Consecutive assistant messages are separate turns: Chat and the others refuse this history.
+    assert codes(c) == [("unanswered_call", "$.messages[1].blocks[0]")]
+    assert "another assistant message at $.messages[2]" in validate(c)[0].message
     c = conv(Q, asst(call()), Message(role="user", blocks=(Text("?"),)), asst(Text("Hm.")), tool(result()), A)
     assert ("unanswered_call", "$.messages[1].blocks[0]") in codes(c)
 
