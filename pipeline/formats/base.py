@@ -131,8 +131,9 @@ def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> No
             # Only wire formats' data can be lost in a conversion; log provenance (a session log's
             # line numbers and uuids) is about where the record came from, not what it says.
             if provider != target and provider in PROVIDERS:
-                for key in values:
-                    ledger.add("dropped", path, f"{provider} field '{key}' has no equivalent in {target}")
+                for key, value in values.items():
+                    ledger.add("dropped", path, f"{provider} field '{key}' is empty: nothing {target} could carry"
+                               if value == {} else f"{provider} field '{key}' has no equivalent in {target}")
 
     visit(conv.extras, "$")
     for ti, tool in enumerate(conv.tools):

@@ -37,7 +37,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
     mapped: dict[str, Any] = {}
     walk = conv
     if shape == "request" and any(p != NAME for p in conv.extras):
-        mapped, used = map_foreign_params(conv.extras)
+        mapped, used = map_foreign_params(conv.extras, ledger)
         if used:
             kept = {p: {k: v for k, v in values.items() if k not in used.get(p, ())} for p, values in conv.extras.items()}
             walk = msgspec.structs.replace(conv, extras={p: v for p, v in kept.items() if v})
