@@ -27,11 +27,13 @@ def _tool_choice_from_responses(value: Any) -> Any:
     return UNSET
 
 
-def map_foreign_params(extras: dict[str, dict[str, Any]],
-                       ledger: Ledger) -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, and per
-    provider the keys fully carried, which then need no ledger entry)."""
+def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
+                       ) -> tuple[dict[str, Any], dict[str, set[str]], dict[str, dict[str, Any]]]:
+    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, per
+    provider the keys carried, which then need no ledger entry, and per provider the settings left
+    over from a partly carried key, to be ledgered one by one)."""
     out: dict[str, Any] = {}
+    leftovers: dict[str, dict[str, Any]] = {}
 
     def take_format(neutral: dict) -> None:
         _, value, entries = response_format_to("openai-chat", neutral)
@@ -82,16 +84,16 @@ def map_foreign_params(extras: dict[str, dict[str, Any]],
     for gkey in ("generationConfig", "generation_config"):
         config = src.get(gkey)
         if type(config) is dict and config:  # an empty one is ledgered: it cannot come back
-            carried = len(format_keys)
+            rest = {k: v for k, v in config.items() if k not in format_keys}
             for names, target in ((("maxOutputTokens", "max_output_tokens"), "max_completion_tokens"),
                                   (("temperature",), "temperature"), (("topP", "top_p"), "top_p"),
-                                  (("stopSequences", "stop_sequences"), "stop")):
+                                  (("stopSequences", "stop_sequences"), "stop"), (("seed",), "seed")):
                 for name in names:
-                    if name in config and target not in out:
-                        out[target] = config[name]
-                        carried += 1
-            if carried == len(config):
-                used.setdefault("gemini", set()).add(gkey)
+                    if name in rest and target not in out:
+                        out[target] = rest.pop(name)
+            used.setdefault("gemini", set()).add(gkey)
+            for key, value in rest.items():  # what is left is ledgered one setting at a time
+                leftovers.setdefault("gemini", {})[f"{gkey}.{key}"] = value
     for gkey in ("toolConfig", "tool_config"):
         config = src.get(gkey)
         if type(config) is dict and len(config) == 1:
@@ -100,7 +102,7 @@ def map_foreign_params(extras: dict[str, dict[str, Any]],
             take("gemini", gkey, "tool_choice", choice)
     if "model" in src:
         used.setdefault("gemini", set()).add("model")
-    return out, used
+    return out, used, leftovers
 
 
 def _tool_choice_from_gemini(config: Any) -> Any:
