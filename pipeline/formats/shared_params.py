@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+_OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL", "TYPE_UNSPECIFIED"})
+
 # The company behind each wire format: a model name travels only between formats of one vendor.
 VENDORS = {"openai-chat": "OpenAI", "openai-responses": "OpenAI", "anthropic": "Anthropic", "gemini": "Google"}
 GEMINI_FORMAT_KEYS = ("responseMimeType", "responseJsonSchema", "responseSchema",
@@ -78,10 +80,19 @@ def _from_gemini(config: dict) -> dict | None:
     if isinstance(schema, dict) and openapi is None:
         return {"type": "json_schema", "schema": schema}
     if isinstance(openapi, dict) and schema is None:
-        from .gemini.tools import openapi_to_json_schema
-
         return {"type": "json_schema", "schema": openapi_to_json_schema(openapi)}
     return None
+
+
+def openapi_to_json_schema(schema: Any) -> Any:
+    """Gemini's OpenAPI-style schema (types in capitals) as JSON Schema."""
+    if isinstance(schema, dict):
+        return {key: (value.lower() if key == "type" and isinstance(value, str) and value in _OPENAPI_TYPES
+                      else openapi_to_json_schema(value))
+                for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [openapi_to_json_schema(item) for item in schema]
+    return schema
 
 
 def response_format_to(target: str, neutral: dict) -> tuple[str, Any, list[tuple[str, str]]]:

@@ -11,10 +11,8 @@ from msgspec import UNSET
 from ...conversation import Conversation, Tool
 from ...errors import ParseError
 from ...ledger import Ledger
-from ..shared_params import response_format_from, response_format_to
+from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
 from .parts import CAMEL, NAME, _bad
-
-_OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL", "TYPE_UNSPECIFIED"})
 
 
 # --- tool definitions ------------------------------------------------------------------------------
@@ -86,16 +84,6 @@ def _declaration(d: Any, path: str) -> Tool:
                 params = normalized
     return Tool(name=name, description=description, parameters=params, extras={NAME: extras} if extras else {},
                 form={NAME: form} if form else {})
-
-
-def openapi_to_json_schema(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {key: (value.lower() if key == "type" and isinstance(value, str) and value in _OPENAPI_TYPES
-                      else openapi_to_json_schema(value))
-                for key, value in schema.items()}
-    if isinstance(schema, list):
-        return [openapi_to_json_schema(item) for item in schema]
-    return schema
 
 
 def write_tools(tools: tuple[Tool, ...], layout: list | None, ledger: Ledger) -> list | None:
