@@ -43,6 +43,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
     seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
+    near = _NearDedup(out, config.shape.near_dedup_threshold) if config.shape.near_dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
     # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
@@ -53,12 +54,14 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, rejects, seen_digests)
+                _finish(item, stats, writer, rejects, seen_digests, near)
             reporter.update(stats)
         shards = writer.close()
     except BaseException:
         # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
+        if near is not None:
+            near.file.abort()
         writer.abort()
         for partial in out.glob(".*.partial"):
             partial.unlink(missing_ok=True)
@@ -68,6 +71,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         if freeze:
             gc.unfreeze()
     rejects.close()
+    if near is not None:
+        near.file.close()
     stats.tally("output", "shards", len(shards))
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
@@ -93,7 +98,28 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
         yield batch
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
+class _NearDedup:
+    """The near-duplicate index and `near_duplicates.jsonl`: each filtered row beside the row it keeps."""
+
+    def __init__(self, out: Path, threshold: float):
+        from .near_dedup import NearDuplicates
+
+        self.index = NearDuplicates(threshold)
+        self.file = JsonlFile(out / "near_duplicates.jsonl")
+
+    def filtered(self, item: Item) -> bool:
+        row = item.rendered
+        kept = self.index.check(row["id"], item.source, item.minhash)
+        if kept is None:
+            return False
+        self.file.write({"source": item.source, "id": row["id"], "reason": "near_duplicate_of",
+                         "kept_source": kept[1], "kept_id": kept[0], "similarity": round(kept[2], 4),
+                         "num_tokens": row["num_tokens"]})
+        return True
+
+
+def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None,
+            near: _NearDedup | None = None) -> None:
     if item.outcome is not None:
         if item.outcome.kind == "rejected":
             o = item.outcome
@@ -110,6 +136,9 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
             dedup.filtered["duplicate"] += 1
             return
         seen.add(item.digest)
+    if near is not None and item.minhash is not None and near.filtered(item):
+        dedup.filtered["near_duplicate_of"] += 1
+        return
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
