@@ -128,7 +128,7 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
 
 
 def _check_scrub(scrub: ScrubConfig, where: str) -> None:
-    from .scrub import DETECTORS
+    from .scrub.detectors import DETECTORS
 
     unknown = sorted(set(scrub.actions) - set(DETECTORS))
     if unknown:

@@ -84,3 +84,12 @@ def test_signatures_estimate_similarity():
     changed = ids[:1000] + [99_999] + ids[1001:]
     kept = index.check("c", "c:1", signature(changed))
     assert kept is not None and kept[:2] == ("a", "a:1") and kept[2] >= 0.9
+
+
+def test_the_qa_report_shows_near_duplicate_clusters(logs, tmp_path):
+    from pipeline.qa import build_report
+
+    near = build_report(_run(logs, tmp_path / "out").output_dir).near_duplicates
+    assert (near.enabled, near.removed, near.clusters) == (True, 1, 1)
+    assert Path(near.largest[0].kept).name == "chat.jsonl:1"
+    assert [Path(e).name for e in near.largest[0].examples] == ["chat.jsonl:2"]

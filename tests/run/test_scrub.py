@@ -193,3 +193,21 @@ def test_no_secret_detector_fires_on_the_corpus():
                         if h.kind == "secret"]
     assert secret_hits == []
     assert len(DETECTORS) >= 25
+
+
+def test_the_qa_report_has_a_safety_section(redacted, tmp_path):
+    from pipeline.qa import build_report, render_html
+
+    report = build_report(redacted.output_dir)
+    stats = json.loads((redacted.output_dir / "stats.json").read_text())
+    assert {c.key: c.count for c in report.safety.by_detector} == stats["tallies"]["redacted"]
+    assert {c.key for c in report.safety.by_where} >= {"system", "tool_description", "user_text", "assistant_text",
+                                                       "tool_arguments", "tool_result"}
+    example = next(e for e in report.safety.examples if e.detector == "credit_card")
+    assert "Charge card <PII:credit_card> for the plan." in example.excerpt
+    page = render_html(report)
+    assert 'id="safety"' in page and "&lt;PII:credit_card&gt;" in page
+    refused = _run(tmp_path, **{"scrub.actions": {"private_key": "reject"}})
+    safety = build_report(refused.output_dir).safety
+    assert [(c.key, c.count) for c in safety.rejected] == [("secret_found", 1)]
+    assert "private key" in safety.rejected_examples[0].excerpt

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ...ledger import LedgerEntry
 from ...validate import Issue
-from ..config import ScrubConfig
 from ..item import Item, reject
 from .redact import Redactor
 
@@ -17,7 +16,7 @@ REPORT_CODES = {"secret": "possible_secret", "personal": "possible_personal_data
 
 
 class Scrubber:
-    def __init__(self, config: ScrubConfig):
+    def __init__(self, config):  # a run.config.ScrubConfig
         self.config = config
         self.region = config.phone_region or None
 
