@@ -28,6 +28,8 @@ class Finding(NamedTuple):
 _SKIPPED_PLUGINS = {"IPPublicDetector"}
 # High-entropy strings count only next to a word that says "credential": a commit hash, a request id or a
 # base64 image alone is not a secret.
+# Substrings every keyword above contains, checked before the (slower) keyword regex.
+_CREDENTIAL_STEMS = ("key", "pass", "pwd", "secret", "contrase", "token", "credential", "auth", "bearer")
 _KEYWORD_CONTEXT = re.compile("|".join(KEYWORDS + ("token", "credential", "auth", "bearer")), re.IGNORECASE)
 # A transcript holds code and configuration alike: assignments are read as in Python (quoted), YAML
 # (`key: value`) and config files (`KEY=value`).
@@ -55,11 +57,32 @@ PERSONAL_DETECTORS = ("email_address", "phone_number", "credit_card", "ip_addres
 DETECTORS = SECRET_DETECTORS + PERSONAL_DETECTORS
 
 
+# Logs repeat the same texts (system prompts, tool descriptions, replayed turns) in every record: the
+# findings of each text are kept, up to this many characters of text per process, then forgotten at once.
+CACHE_CHARS = 16_000_000
+_cache: dict[tuple[str, str | None], tuple[Finding, ...]] = {}
+_cached_chars = 0
+
+
 def find(text: str, *, phone_region: str | None = None) -> list[Finding]:
     """Every secret and piece of personal data in `text`, as non-overlapping spans, earliest first
     (overlaps resolved as below)."""
+    global _cached_chars
     if not text or len(text) < 6:
         return []
+    key = (text, phone_region)
+    known = _cache.get(key)
+    if known is None:
+        known = tuple(_find(text, phone_region))
+        if _cached_chars + len(text) > CACHE_CHARS:
+            _cache.clear()
+            _cached_chars = 0
+        _cache[key] = known
+        _cached_chars += len(text)
+    return list(known)
+
+
+def _find(text: str, phone_region: str | None) -> list[Finding]:
     found = _secrets(text) + _personal(text, phone_region)
     # Where two overlap, a secret wins over personal data (`://user:PASSWORD@host` is not an e-mail),
     # then the longer span.
@@ -88,6 +111,8 @@ def _secrets(text: str) -> list[Finding]:
 
 def _secrets_in_line(line: str, offset: int) -> list[Finding]:
     out: list[Finding] = []
+    lowered = line.lower()
+    credential_words = any(stem in lowered for stem in _CREDENTIAL_STEMS) and _KEYWORD_CONTEXT.search(line)
     for name, plugin in _plugins():
         if isinstance(plugin, RegexBasedDetector):
             for pattern in plugin.denylist:
@@ -98,7 +123,7 @@ def _secrets_in_line(line: str, offset: int) -> list[Finding]:
                     if end - start >= 6 and not _looks_fake(line[start:end], line):
                         out.append(Finding(offset + start, offset + end, name, "secret"))
             continue
-        if isinstance(plugin, HighEntropyStringsPlugin) and not _KEYWORD_CONTEXT.search(line):
+        if not credential_words:  # the keyword and entropy plugins only fire beside a credential word
             continue
         values = {s.secret_value or "" for kind in _KEYWORD_FILE_KINDS
                   for s in plugin.analyze_line(filename=kind, line=line.rstrip("\n"), line_number=0)}
