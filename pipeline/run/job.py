@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from msgspec.structs import replace
+
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
 from .item import Item
@@ -18,7 +20,7 @@ from .progress import Progress
 from .stages import Context
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, ensure_dir, write_json
+from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -36,13 +38,17 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
     reporter = Progress(progress, sum(p.stat().st_size for p in paths))
     out = ensure_dir(config.output.dir)
+    config = resolved(config)
     ctx = Context(config)
-    ctx.renderer  # unknown template or tokenizer fails before any work
+    ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
+    clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
 
     stats = Stats()
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
-    seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
+    filtered = JsonlFile(out / "filtered.jsonl")
+    # digest -> the source first written with it; None: shape.dedup is off
+    seen_digests: dict[str, str] | None = {} if config.shape.dedup else None
     near = _NearDedup(out, config.shape.near_dedup_threshold) if config.shape.near_dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
@@ -54,12 +60,13 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, rejects, seen_digests, near)
+                _finish(item, stats, writer, (rejects, filtered), seen_digests, near)
             reporter.update(stats)
         shards = writer.close()
     except BaseException:
         # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
+        filtered.abort()
         if near is not None:
             near.file.abort()
         writer.abort()
@@ -71,6 +78,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         if freeze:
             gc.unfreeze()
     rejects.close()
+    filtered.close()
     if near is not None:
         near.file.close()
     stats.tally("output", "shards", len(shards))
@@ -78,6 +86,14 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
     return RunResult(stats, out, shards, time.perf_counter() - started)
+
+
+def resolved(config: JobConfig) -> JobConfig:
+    """The job with the tokenizer its template implies written in, so config.json says what was used."""
+    from ..render import tokenizer_for
+
+    render = replace(config.render, tokenizer=tokenizer_for(config.render.template, config.render.tokenizer))
+    return replace(config, render=render)
 
 
 def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iterator[list[RawRecord]]:
@@ -107,38 +123,48 @@ class _NearDedup:
         self.index = NearDuplicates(threshold)
         self.file = JsonlFile(out / "near_duplicates.jsonl")
 
-    def filtered(self, item: Item) -> bool:
+    def check(self, item: Item) -> tuple[str, str, float] | None:
+        """(kept row id, its source, similarity) for a near-duplicate, listed in the file; else None."""
         row = item.rendered
         kept = self.index.check(row["id"], item.source, item.minhash)
-        if kept is None:
-            return False
-        self.file.write({"source": item.source, "id": row["id"], "reason": "near_duplicate_of",
-                         "kept_source": kept[1], "kept_id": kept[0], "similarity": round(kept[2], 4),
-                         "num_tokens": row["num_tokens"]})
-        return True
+        if kept is not None:
+            self.file.write({"source": item.source, "id": row["id"], "reason": "near_duplicate_of",
+                             "kept_source": kept[1], "kept_id": kept[0], "similarity": round(kept[2], 4),
+                             "num_tokens": row["num_tokens"]})
+        return kept
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None,
-            near: _NearDedup | None = None) -> None:
+def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile],
+            seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
+    rejects, filtered = sinks
     if item.outcome is not None:
-        if item.outcome.kind == "rejected":
-            o = item.outcome
+        o = item.outcome
+        if o.kind == "rejected":
             reject = {"source": item.source, "stage": o.stage, "code": o.code, "message": o.message,
                       "path": o.path, "record": item.record}
             if o.detail is not None:  # e.g. the text of a flattened call, for the QA report
                 reject["detail"] = o.detail
             rejects.write(reject)
+        else:
+            filtered.write({"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message})
         return
     dedup = stats.stages["dedup"]
     dedup.seen += 1
     if seen is not None and item.digest:
-        if item.digest in seen:
+        first = seen.get(item.digest)
+        if first is not None:
             dedup.filtered["duplicate"] += 1
+            filtered.write({"source": item.source, "stage": "dedup", "reason": "duplicate",
+                            "message": f"same content as {first}"})
             return
-        seen.add(item.digest)
-    if near is not None and item.minhash is not None and near.filtered(item):
-        dedup.filtered["near_duplicate_of"] += 1
-        return
+        seen[item.digest] = item.source
+    if near is not None and item.minhash is not None:
+        kept = near.check(item)
+        if kept is not None:
+            dedup.filtered["near_duplicate_of"] += 1
+            filtered.write({"source": item.source, "stage": "dedup", "reason": "near_duplicate_of",
+                            "message": f"{kept[2]:.0%} similar to {kept[1]}"})
+            return
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
