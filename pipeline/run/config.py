@@ -58,6 +58,12 @@ class RenderConfig(_Section):
     # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
     # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
     segment_cache_tokens: NonNegative = 1_000_000
+    # Who encodes the text between special tokens: "auto" (a fast engine, fastokens then gigatoken, where
+    # its self-check at load gives HF tokenizers' ids; else HF, saying why), "hf", or an engine by name
+    # (an error if it fails the self-check). Every Nth piece the engine encodes is also encoded by HF;
+    # any difference stops the run. 0: no running check.
+    tokenizer_backend: Literal["auto", "hf", "fastokens", "gigatoken"] = "auto"
+    tokenizer_check_every: NonNegative = 100
 
 
 class OutputConfig(_Section):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +38,13 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     reporter = Progress(progress, sum(p.stat().st_size for p in paths))
     out = ensure_dir(config.output.dir)
     ctx = Context(config)
-    ctx.renderer  # unknown template or tokenizer fails before any work
+    renderer = ctx.renderer  # unknown template or tokenizer fails before any work
 
     stats = Stats()
+    encoder = renderer.tokenizer.segment_encoder
+    stats.tally("tokenizer_backend", encoder.fast.name if encoder.fast is not None else "hf")
+    if encoder.fast is None and config.render.tokenizer_backend == "auto":
+        print(f"sftprep run: {renderer.backend_note}", file=sys.stderr)
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
     seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off

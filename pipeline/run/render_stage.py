@@ -26,6 +26,9 @@ class Renderer:
 
         self.tokenizer = load_tokenizer(config.tokenizer)
         self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
+        # What encodes the pieces, and why (a sentence: the run prints it when auto keeps HF).
+        self.backend_note = self.tokenizer.segment_encoder.use_backend(config.tokenizer_backend,
+                                                                       config.tokenizer_check_every)
         self.template = load_template(config.template, self.tokenizer)
         self.mask = MaskPolicy.parse(config.mask)
         try:
