@@ -1,0 +1,214 @@
+"""The fast tokenizer engines against HF tokenizers: for every built-in tokenizer and engine, equal ids
+and offsets on arbitrary unicode with the added tokens among it (hypothesis), on every string of the
+corpus, and on rendered corpus conversations (ids and masks); the self-check and the running check
+catching an engine that differs; `auto` keeping HF, and saying why, where no engine can stand in."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import pickle
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from corpus import CORPUS, params, require_corpus, tau_bench_trajectories
+from pipeline.errors import ConfigError, SftprepError
+from pipeline.formats import parse
+from pipeline.render import load_template, load_tokenizer, render
+from pipeline.render.builtin_tokenizers import BUILTIN_TOKENIZERS
+from pipeline.render.fast_tokenizer import (ENGINES, FastEncoder, TokenizerDisagreement, byte_lengths,
+                                            choose_backend, hf_encode, load_engine, self_check)
+from pipeline.render.segments import SegmentEncoder
+from pipeline.run import load_config
+from pipeline.run.render_stage import Renderer
+
+BUILTINS = list(BUILTIN_TOKENIZERS)  # every built-in, those added later included
+PAIRS = [(name, engine) for name in BUILTINS for engine in ENGINES]
+# The built-ins each engine is known to reproduce exactly (a regression if either stops).
+KNOWN_EXACT = {"qwen2.5", "llama3", "gpt-oss"}
+
+
+@functools.cache
+def _encoder(name: str, engine: str) -> SegmentEncoder | None:
+    """An uncached segment encoder on the engine, checking every piece against HF; None when the
+    engine cannot serve this tokenizer exactly (then `auto` must keep HF for it: tested below)."""
+    encoder = SegmentEncoder(load_tokenizer(name), cache_size=0)
+    try:
+        encoder.use_backend(engine, check_every=1)
+    except ConfigError:
+        assert name not in KNOWN_EXACT, f"{engine} no longer reproduces {name}"
+        return None
+    return encoder
+
+
+def _same_as_hf(encoder: SegmentEncoder, text: str) -> None:
+    tok = encoder.tokenizer
+    fast = encoder.encode(text)
+    reference = SegmentEncoder(tok, cache_size=0).encode(text)
+    assert fast.ids == reference.ids == tok.backend.encode(text, add_special_tokens=False).ids
+    assert fast.offsets == reference.offsets
+    assert fast.buffer == reference.buffer
+    assert (fast.relative_starts, fast.relative_ends) == (reference.relative_starts, reference.relative_ends)
+
+
+# --- the choice ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_auto_takes_an_engine_only_where_it_passes_and_says_which(name):
+    encoder, note = choose_backend(load_tokenizer(name), "auto", 100)
+    if encoder is None:
+        assert name not in KNOWN_EXACT
+        assert "auto keeps HF tokenizers" in note
+    else:
+        assert encoder.name in ENGINES and encoder.name in note and "self-check passed" in note
+
+
+def test_hf_backend_uses_no_engine():
+    encoder = SegmentEncoder(load_tokenizer("qwen2.5"))
+    assert "HF" in encoder.use_backend("hf") and encoder.fast is None
+
+
+def _slightly_wrong(check_every: int) -> FastEncoder:
+    """A real engine over Qwen's tokenizer, but with whitespace runs split as one piece (without the
+    `\\s+(?!\\S)` rule that leaves the last space to the next word): the same ids on single spaces,
+    others on runs of them."""
+    qwen = load_tokenizer("qwen2.5")
+    text = qwen.backend.to_str()
+    rule = r"|\\s+(?!\\S)"
+    assert text.count(rule) == 1
+    engine = load_engine("fastokens", text.replace(rule, ""))
+    return FastEncoder(engine, "qwen2.5", qwen.backend, byte_lengths(qwen.backend), "NFC", check_every)
+
+
+def test_an_engine_that_implements_another_tokenizer_fails_the_self_check():
+    qwen = load_tokenizer("qwen2.5")
+    wrong = _slightly_wrong(1)
+    with pytest.raises(TokenizerDisagreement) as caught:
+        self_check(wrong, qwen)
+    assert repr(caught.value.text) in str(caught.value)
+    assert caught.value.fast != caught.value.reference
+
+
+def test_the_running_check_stops_on_every_nth_piece_with_the_text():
+    wrong = _slightly_wrong(3)
+    wrong.encode(["hello", " world"])  # piece 1 checked (equal), piece 2 not
+    wrong.encode(["a   b"])  # piece 3: wrong, but not checked
+    with pytest.raises(TokenizerDisagreement) as caught:
+        wrong.encode(["a   b"])  # piece 4 checked
+    assert caught.value.text == "a   b" and "'a   b'" in str(caught.value)
+    assert wrong.checked == 2
+    # Not a bad record (those are rejects): a bug that stops the run, whole across the worker pipe.
+    assert not isinstance(caught.value, SftprepError)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (again.text, again.fast, again.reference) == (caught.value.text, caught.value.fast, caught.value.reference)
+
+
+def test_explicit_engine_that_cannot_serve_the_tokenizer_is_a_config_error():
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    from pipeline.render.tokenizers import Tokenizer
+
+    backend = HFTokenizer(models.WordLevel({"▁a": 0, "a": 1, "▁": 2, "[UNK]": 3, "<s>": 4}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    backend.decoder = decoders.Metaspace()
+    backend.add_special_tokens(["<s>"])
+    tiny = Tokenizer(name="tiny", backend=backend, fingerprint="x")
+    encoder, note = choose_backend(tiny, "auto", 100)
+    assert encoder is None and "auto keeps HF tokenizers" in note and "independently" in note
+    with pytest.raises(ConfigError, match="cannot use tokenizer engine fastokens"):
+        choose_backend(tiny, "fastokens", 100)
+
+
+def test_config_names_the_valid_backends_and_the_renderer_applies_it():
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"render.tokenizer_backend": "fasttok"})
+    assert "tokenizer_backend" in str(caught.value)
+    renderer = Renderer(load_config(None, {"render.tokenizer_backend": "hf"}).render)
+    assert renderer.tokenizer.segment_encoder.fast is None
+    default = Renderer(load_config(None, {}).render)
+    assert default.tokenizer.segment_encoder.fast is not None  # auto, and qwen2.5 passes
+    default.tokenizer.segment_encoder.use_backend("hf", 100)  # leave the shared tokenizer as found
+
+
+# --- equality --------------------------------------------------------------------------------------
+
+def _added(name: str) -> list[str]:
+    return sorted(load_tokenizer(name).added_tokens)[:40]
+
+
+_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
+_bits = st.one_of(_text, st.sampled_from([" ", "\n", "  \n\n", "\t", "123456", "'s", "ab<|", "|>", "é", "e\u0301",
+                                          "😀", "中文", "x" * 50]))
+
+
+@pytest.mark.parametrize(("name", "engine"), PAIRS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_arbitrary_unicode_and_added_tokens_give_hf_ids_and_offsets(name, engine, data):
+    encoder = _encoder(name, engine)
+    if encoder is None:
+        return
+    parts = data.draw(st.lists(st.one_of(_bits, st.sampled_from(_added(name))), max_size=10))
+    _same_as_hf(encoder, "".join(parts))
+
+
+def _corpus_strings() -> list[str]:
+    """Every string value in every JSON record of the corpus (texts, arguments, tool results, ids)."""
+    found: dict[str, None] = {}
+
+    def walk(value):
+        if isinstance(value, str):
+            found.setdefault(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                found.setdefault(key)
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in sorted(CORPUS.rglob("*")):
+        if path.suffix == ".json":
+            walk(json.loads(path.read_text(encoding="utf-8")))
+        elif path.suffix == ".jsonl":
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    walk(json.loads(line))
+    return [s for s in found if s]
+
+
+@pytest.mark.parametrize(("name", "engine"), PAIRS)
+def test_every_corpus_string_gives_hf_ids_and_offsets(name, engine):
+    require_corpus()
+    encoder = _encoder(name, engine)
+    if encoder is None:
+        pytest.skip(f"{engine} cannot serve {name}; auto keeps HF for it (tested above)")
+    strings = _corpus_strings()
+    assert len(strings) > 1000
+    tok = encoder.tokenizer
+    pieces = list(dict.fromkeys(text[a:b] for text in strings for a, b, token in encoder.split(text) if token is None))
+    fast = encoder.fast.encode(pieces)  # checks every piece against HF (check_every=1) ...
+    assert encoder.fast.checked >= len(pieces) - encoder.fast.to_hf
+    assert fast == hf_encode(tok.backend, pieces)  # ... and the whole batch, once more, here
+
+
+_FAMILY = {"qwen2.5": "chatml", "llama3": "llama3", "gpt-oss": "harmony"}
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("name", sorted(_FAMILY))
+@pytest.mark.parametrize("traj", params(tau_bench_trajectories()[::6]))
+def test_rendered_corpus_has_the_same_ids_and_masks(traj, name, engine):
+    usual = load_tokenizer(name)
+    fast = dataclasses.replace(usual)  # its own segment encoder
+    fast.segment_encoder.use_backend(engine, check_every=1)
+    template = load_template(_FAMILY[name])
+    conv = parse(traj, "openai-chat")
+    a, b = render(conv, template, usual), render(conv, template, fast)
+    assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask and a.spans == b.spans
+    assert fast.segment_encoder.fast.checked > 0
