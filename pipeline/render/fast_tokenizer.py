@@ -8,14 +8,16 @@ splits a character spans that whole character).
 
 Trust is earned, not assumed: an engine is chosen per tokenizer only after a self-check at load (a
 fixed probe set: mixed scripts, the tokenizer's added tokens, digits, whitespace runs, long words;
-ids and offsets equal to HF's), and checked while running: every Nth piece it encodes is encoded by HF
-too, and any difference raises `TokenizerDisagreement` with the text, which stops the run.
+ids and offsets equal to HF's), and checked while running: one piece in N it encodes (at seeded random
+gaps, the first piece included) is encoded by HF too, and any difference raises `TokenizerDisagreement` with the text, which stops the run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import re
 import sys
 import unicodedata
@@ -137,7 +139,10 @@ class FastEncoder:
         self.engine, self.tokenizer_name, self.backend = engine, tokenizer_name, backend
         self.byte_lengths, self.normal_form, self.check_every = byte_lengths, normal_form, check_every
         self.encoded = self.checked = self.to_hf = 0
-        self._countdown = 1  # the first piece is checked, then every check_every-th
+        # Gaps between checked pieces are drawn (mean check_every, seeded: runs repeat): a fixed stride
+        # would fall on the same place in every conversation of the same shape, and never elsewhere.
+        self._gaps = random.Random(check_every)
+        self._countdown = 1  # the first piece is checked
 
     @property
     def name(self) -> str:
@@ -218,7 +223,7 @@ class FastEncoder:
                                     ids[bounds[i]:bounds[i + 1]].tolist(), reference)
 
     def _check(self, texts: list[str], out: list[Encoded]) -> None:
-        """Every check_every-th piece, also through HF: any difference stops the run."""
+        """One piece in check_every, also through HF: any difference stops the run."""
         if not self.check_every or not texts:
             return
         picked = []
@@ -227,7 +232,7 @@ class FastEncoder:
             countdown -= 1
             if countdown == 0:
                 picked.append(i)
-                countdown = self.check_every
+                countdown = self._gaps.randint(1, 2 * self.check_every - 1)
         self._countdown = countdown
         if picked:
             self.checked += len(picked)
@@ -307,7 +312,7 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
     reasons = []
     why = _unsupported(tokenizer)
     if why is None:
-        tokenizer_json = tokenizer.backend.to_str()
+        tokenizer_json = _tokenizer_json(tokenizer)
         for name in candidates:
             try:
                 encoder = FastEncoder(load_engine(name, tokenizer_json), tokenizer.name, tokenizer.backend,
@@ -316,7 +321,7 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
             except (ConfigError, TokenizerDisagreement) as exc:
                 reasons.append(f"{name}: {exc.message if isinstance(exc, ConfigError) else _short(exc)}")
                 continue
-            checking = f"HF re-encodes every {check_every}th piece" if check_every else "no running check"
+            checking = f"HF re-encodes one piece in {check_every}" if check_every else "no running check"
             return encoder, f"tokenizer '{tokenizer.name}': {name} (self-check passed; {checking})"
     else:
         reasons.append(why)
@@ -324,6 +329,17 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
         raise ConfigError(f"tokenizer '{tokenizer.name}' cannot use tokenizer engine {backend}: {'; '.join(reasons)}",
                           code="tokenizer_backend")
     return None, f"tokenizer '{tokenizer.name}': auto keeps HF tokenizers ({'; '.join(reasons)})"
+
+
+def _tokenizer_json(tokenizer: _Tokenizer) -> str:
+    """The tokenizer.json the tokenizer was loaded from, when it is still that file (its sha256 is the
+    fingerprint); else serialized from the backend (slower: half a second for a large vocabulary)."""
+    source = getattr(tokenizer, "source", None)
+    if source and os.path.isfile(source):
+        data = open(source, "rb").read()
+        if hashlib.sha256(data).hexdigest() == getattr(tokenizer, "fingerprint", None):
+            return data.decode("utf-8")
+    return tokenizer.backend.to_str()
 
 
 def _normal_form(tokenizer: _Tokenizer) -> str | None:
