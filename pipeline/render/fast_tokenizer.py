@@ -9,7 +9,8 @@ splits a character spans that whole character).
 Trust is earned, not assumed: an engine is chosen per tokenizer only after a self-check at load (a
 fixed probe set: mixed scripts, the tokenizer's added tokens, digits, whitespace runs, long words;
 ids and offsets equal to HF's), and checked while running: one piece in N it encodes (at seeded random
-gaps, the first piece included) is encoded by HF too, and any difference raises `TokenizerDisagreement` with the text, which stops the run.
+gaps, the first piece included) is encoded by HF too, and any difference raises `TokenizerDisagreement`
+with the text, which stops the run.
 """
 
 from __future__ import annotations
@@ -113,10 +114,15 @@ def load_engine(name: str, tokenizer_json: str) -> Engine:
 
 # --- pieces to ids and offsets ---------------------------------------------------------------------
 
-def hf_encode(backend: hf_tokenizers.Tokenizer, texts: list[str]) -> list[Encoded]:
-    """The reference: HF tokenizers' ids and character offsets, in the shape the segment cache keeps."""
+def hf_encode(backend: hf_tokenizers.Tokenizer, texts: list[str], *, batch: bool = True) -> list[Encoded]:
+    """The reference: HF tokenizers' ids and character offsets, in the shape the segment cache keeps.
+    `batch=False` encodes one text at a time, which never starts HF's thread pool: the checks run in
+    the parent before it forks the workers, and a child forked from a process whose pool has run can
+    hang in its next `encode_batch`."""
+    encodings = (backend.encode_batch(texts, add_special_tokens=False) if batch
+                 else [backend.encode(text, add_special_tokens=False) for text in texts])
     out = []
-    for encoding in backend.encode_batch(texts, add_special_tokens=False):
+    for encoding in encodings:
         ids, offsets = encoding.ids, encoding.offsets
         out.append((ids, array(_INT32, [o[0] for o in offsets]), array(_INT32, [o[1] for o in offsets]),
                     _int32_le(ids)))
@@ -163,7 +169,7 @@ class FastEncoder:
         self.to_hf += len(to_hf)
         fast_texts = [t for i, t in enumerate(texts) if i not in to_hf]
         fast = iter(self._fast(fast_texts) if fast_texts else ())
-        hf = iter(hf_encode(self.backend, [texts[i] for i in sorted(to_hf)]))
+        hf = iter(hf_encode(self.backend, [texts[i] for i in sorted(to_hf)], batch=False))
         out = [next(hf) if i in to_hf else next(fast) for i in range(len(texts))]
         if check:
             self._check(fast_texts, [o for i, o in enumerate(out) if i not in to_hf])
@@ -244,7 +250,7 @@ class FastEncoder:
 
 def first_difference(encoder: FastEncoder, texts: list[str], fast: list[Encoded]) -> None:
     """Raise TokenizerDisagreement at the first text whose ids or offsets differ from HF's."""
-    for text, mine, theirs in zip(texts, fast, hf_encode(encoder.backend, texts)):
+    for text, mine, theirs in zip(texts, fast, hf_encode(encoder.backend, texts, batch=False)):
         if mine[0] != theirs[0] or mine[1] != theirs[1] or mine[2] != theirs[2]:
             raise TokenizerDisagreement(encoder.tokenizer_name, encoder.name, text, mine[0], theirs[0])
 

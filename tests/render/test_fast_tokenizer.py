@@ -78,16 +78,21 @@ def test_hf_backend_uses_no_engine():
     assert "HF" in encoder.use_backend("hf") and encoder.fast is None
 
 
+@functools.cache
+def _slightly_wrong_engine():
+    text = load_tokenizer("qwen2.5").backend.to_str()
+    rule = r"|\\s+(?!\\S)"
+    assert text.count(rule) == 1
+    return load_engine("fastokens", text.replace(rule, ""))
+
+
 def _slightly_wrong(check_every: int) -> FastEncoder:
     """A real engine over Qwen's tokenizer, but with whitespace runs split as one piece (without the
     `\\s+(?!\\S)` rule that leaves the last space to the next word): the same ids on single spaces,
     others on runs of them."""
     qwen = load_tokenizer("qwen2.5")
-    text = qwen.backend.to_str()
-    rule = r"|\\s+(?!\\S)"
-    assert text.count(rule) == 1
-    engine = load_engine("fastokens", text.replace(rule, ""))
-    return FastEncoder(engine, "qwen2.5", qwen.backend, byte_lengths(qwen.backend), "NFC", check_every)
+    return FastEncoder(_slightly_wrong_engine(), "qwen2.5", qwen.backend, byte_lengths(qwen.backend), "NFC",
+                       check_every)
 
 
 def test_an_engine_that_implements_another_tokenizer_fails_the_self_check():
@@ -227,3 +232,26 @@ def test_rendered_corpus_has_the_same_ids_and_masks(traj, name, engine):
     a, b = render(conv, template, usual), render(conv, template, fast)
     assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask and a.spans == b.spans
     assert fast.segment_encoder.fast.checked > 0
+
+
+def test_choosing_a_backend_starts_no_thread_pool(tmp_path):
+    """The parent chooses (and self-checks) before it forks the workers: a thread pool started then
+    (HF's encode_batch starts one) can leave a forked worker hanging in its next encode."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs /proc to count threads")
+    script = ("import os\nfrom pipeline.render import load_tokenizer\nfrom pipeline.render.segments import "
+              "SegmentEncoder\ntok = load_tokenizer('qwen2.5'); tok.added_tokens; tok.segmentable\n"
+              "before = len(os.listdir('/proc/self/task'))\nencoder = SegmentEncoder(tok)\n"
+              "encoder.use_backend('auto', 1)\nencoder.encode('<|im_start|>user\\nhi there<|im_end|>\\n')\n"
+              "assert encoder.fast is not None\nprint(before, len(os.listdir('/proc/self/task')))\n")
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "true"}
+    env.pop("FASTOKENS_BPE_THREADS", None)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr
+    before, after = map(int, done.stdout.split())
+    assert after == before
