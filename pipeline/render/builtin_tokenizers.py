@@ -53,6 +53,12 @@ def _qwen_added() -> tuple[tuple[int, str, bool], ...]:
     return tuple((151643 + i, t, s) for i, (t, s) in enumerate(tokens))
 
 
+def _qwen3_added() -> tuple[tuple[int, str, bool], ...]:
+    # Qwen3's vocabulary is Qwen2.5's plus four non-special added tokens.
+    extra = ["<tool_response>", "</tool_response>", "<think>", "</think>"]
+    return _qwen_added() + tuple((151665 + i, t, False) for i, t in enumerate(extra))
+
+
 def _llama3_added() -> tuple[tuple[int, str, bool], ...]:
     named = {128000: "<|begin_of_text|>", 128001: "<|end_of_text|>", 128004: "<|finetune_right_pad_id|>",
              128006: "<|start_header_id|>", 128007: "<|end_header_id|>", 128008: "<|eom_id|>",
@@ -92,6 +98,10 @@ BUILTIN_TOKENIZERS: dict[str, _Builtin] = {
                         "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
                         _QWEN_PATTERN, _qwen_added(), nfc=True, ignore_merges=False,
                         bos=None, eos="<|im_end|>", pad="<|endoftext|>"),
+    "qwen3": _Builtin("qwen3.vocab", "qwen.tiktoken",
+                      "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
+                      _QWEN_PATTERN, _qwen3_added(), nfc=True, ignore_merges=False,
+                      bos=None, eos="<|im_end|>", pad="<|endoftext|>"),
     "llama3": _Builtin("llama3.vocab", "llama3.tiktoken",
                        "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
                        _LLAMA3_PATTERN, _llama3_added(), nfc=False, ignore_merges=True,

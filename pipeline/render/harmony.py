@@ -54,8 +54,7 @@ from ..ids import CallIds
 from ..ledger import LedgerEntry
 from . import _harmony_typescript as ts
 from ._harmony_inputs import POLICY, build_inputs
-from ._inputs import block_path
-from ._roundtrip import dropped_paths
+from ._roundtrip import without_dropped
 from .templates import Family
 
 Style = Literal["harmony", "jinja"]
@@ -87,18 +86,8 @@ def _as_rendered(tool: Tool) -> Tool:
 
 def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversation:
     """`conv` without what the ledger dropped, its tools as their signatures carry them."""
-    dropped = dropped_paths(ledger)
-    messages = []
-    for mi, message in enumerate(conv.messages):
-        if f"$.messages[{mi}]" in dropped:
-            continue
-        blocks = tuple(b for bi, b in enumerate(message.blocks) if block_path(mi, bi) not in dropped)
-        messages.append(structs.replace(message, blocks=blocks))
-    return structs.replace(
-        conv, messages=tuple(messages),
-        system=tuple(b for i, b in enumerate(conv.system) if f"$.system[{i}]" not in dropped),
-        developer=tuple(b for i, b in enumerate(conv.developer) if f"$.developer[{i}]" not in dropped),
-        tools=tuple(_as_rendered(t) for i, t in enumerate(conv.tools) if f"$.tools[{i}]" not in dropped))
+    kept = without_dropped(conv, ledger)
+    return structs.replace(kept, tools=tuple(_as_rendered(t) for t in kept.tools))
 
 
 # --- parse-back ---------------------------------------------------------------------------------------
