@@ -72,33 +72,42 @@ class _Qwen3Builder(_Builder):
             return why
         if self.policy.past_reasoning == "drop":
             return "reasoning dropped (past_reasoning='drop')"
-        if self.policy.past_reasoning != "keep" and mi < self.query:
+        if self.policy.past_reasoning != "keep" and mi <= self.query:
             return ("reasoning of a turn before the current query: the qwen3 template drops it "
                     "(past_reasoning='as_template'; 'expand' trains it in a row of its own)")
         return None
 
     def _assistant(self, mi: int, message: Message) -> None:
-        # The official template strips newlines around reasoning, and before the text after a <think>
-        # block: strip them here, ledgered, so marked and unmarked text render alike.
-        blocks = list(message.blocks)
-        kept = False
-        for bi, block in enumerate(blocks):
-            if isinstance(block, Reasoning) and block.text and self._reasoning_dropped(mi, block) is None:
-                kept = True
-                stripped = block.text.strip("\n")
-                if stripped != block.text:
-                    self.ledger.add("dropped", block_path(mi, bi) + ".newlines",
-                                    "newlines around reasoning (the qwen3 template strips them)")
-                    blocks[bi] = structs.replace(block, text=stripped)
-        if _thinks(self.conv, mi, kept, self.query):
-            for bi, block in enumerate(blocks):
-                if isinstance(block, Text) and block.text:
-                    if block.text.startswith("\n"):
-                        self.ledger.add("dropped", block_path(mi, bi) + ".newlines",
-                                        "newlines after the <think> block (the qwen3 template strips them)")
-                        blocks[bi] = structs.replace(block, text=block.text.lstrip("\n"))
-                    break
-        super()._assistant(mi, structs.replace(message, blocks=tuple(blocks)))
+        kept = {bi for bi, b in enumerate(message.blocks)
+                if isinstance(b, Reasoning) and b.text and self._reasoning_dropped(mi, b) is None}
+        blocks, changed = strip_newlines(message.blocks, kept, _thinks(self.conv, mi, bool(kept), self.query))
+        for bi in changed:
+            where = "around reasoning" if bi in kept else "after the <think> block"
+            self.ledger.add("dropped", block_path(mi, bi) + ".newlines",
+                            f"newlines {where} (the qwen3 template strips them)")
+        super()._assistant(mi, structs.replace(message, blocks=blocks))
+
+
+def strip_newlines(blocks: tuple, reasoning: set[int], thinks: bool) -> tuple[tuple, list[int]]:
+    """The newlines the official template strips, stripped from the blocks themselves (so marked text
+    renders as unmarked text would): around the joined reasoning (blocks `reasoning`), and before the
+    text after a <think> block. Returns the blocks and the indexes changed."""
+    out = list(blocks)
+    order = sorted(reasoning)
+    for indexes, strip in ((order, str.lstrip), (order[::-1], str.rstrip)):
+        for bi in indexes:  # until a block keeps text: a block of newlines alone is stripped whole
+            text = strip(out[bi].text, "\n")
+            if text != out[bi].text:
+                out[bi] = structs.replace(out[bi], text=text)
+            if text:
+                break
+    if thinks:
+        for bi, block in enumerate(out):
+            if isinstance(block, Text) and block.text:
+                if block.text.startswith("\n"):
+                    out[bi] = structs.replace(block, text=block.text.lstrip("\n"))
+                break
+    return tuple(out), [bi for bi, (a, b) in enumerate(zip(blocks, out)) if a is not b]
 
 
 def build_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
@@ -114,21 +123,20 @@ def configure(policy: InputPolicy, options: RenderOptions) -> InputPolicy:
 # --- what parse-back must equal -------------------------------------------------------------------
 
 def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversation:
-    """`conv` as rendered: without what the ledger dropped, the stripped newlines stripped, and the
-    reasoning of a turn as one block (the template writes one <think> block)."""
+    """`conv` as rendered: its newlines stripped as the conversion strips them, without what the ledger
+    dropped, the reasoning of a turn as one block (the template writes one <think> block)."""
     dropped = dropped_paths(ledger)
-    stripped = {path[:-len(".newlines")] for path in dropped if path.endswith(".newlines")}
+    query = current_query(conv)
     messages = []
     for mi, message in enumerate(conv.messages):
-        blocks = []
-        for bi, block in enumerate(message.blocks):
-            if block_path(mi, bi) in stripped:
-                block = structs.replace(block, text=block.text.strip("\n") if isinstance(block, Reasoning)
-                                        else block.text.lstrip("\n"))
-            blocks.append(block)
-        messages.append(structs.replace(message, blocks=tuple(blocks)))
-    kept = without_dropped(structs.replace(conv, messages=tuple(messages)), ledger)
-    return structs.replace(kept, messages=tuple(_one_reasoning(m) for m in kept.messages))
+        if message.role == "assistant":
+            kept = {bi for bi, b in enumerate(message.blocks)
+                    if isinstance(b, Reasoning) and b.text and block_path(mi, bi) not in dropped}
+            blocks, _ = strip_newlines(message.blocks, kept, _thinks(conv, mi, bool(kept), query))
+            message = structs.replace(message, blocks=blocks)
+        messages.append(message)
+    kept_conv = without_dropped(structs.replace(conv, messages=tuple(messages)), ledger)
+    return structs.replace(kept_conv, messages=tuple(_one_reasoning(m) for m in kept_conv.messages))
 
 
 def _one_reasoning(message: Message) -> Message:
