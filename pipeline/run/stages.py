@@ -143,7 +143,7 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
                 break
             counts.passed += 1
         else:
-            item.tallies = _tallies(item)
+            item.tallies += _tallies(item)
     return items, stats
 
 
