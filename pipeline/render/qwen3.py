@@ -85,7 +85,13 @@ class _Qwen3Builder(_Builder):
             where = "around reasoning" if bi in kept else "after the <think> block"
             self.ledger.add("dropped", block_path(mi, bi) + ".newlines",
                             f"newlines {where} (the qwen3 template strips them)")
+        count = len(self.items)
         super()._assistant(mi, structs.replace(message, blocks=blocks))
+        had_text = any(isinstance(b, Text) and b.text for b in message.blocks)
+        if had_text and len(self.items) > count and not self.items[-1].message["content"]:
+            # The official template tests the text before stripping it: text of newlines alone still
+            # puts a newline before the calls.
+            self.items[-1].message["newline_before_calls"] = True
 
 
 def strip_newlines(blocks: tuple, reasoning: set[int], thinks: bool) -> tuple[tuple, list[int]]:
@@ -104,9 +110,11 @@ def strip_newlines(blocks: tuple, reasoning: set[int], thinks: bool) -> tuple[tu
     if thinks:
         for bi, block in enumerate(out):
             if isinstance(block, Text) and block.text:
-                if block.text.startswith("\n"):
-                    out[bi] = structs.replace(block, text=block.text.lstrip("\n"))
-                break
+                text = block.text.lstrip("\n")
+                if text != block.text:
+                    out[bi] = structs.replace(block, text=text)
+                if text:
+                    break
     return tuple(out), [bi for bi, (a, b) in enumerate(zip(blocks, out)) if a is not b]
 
 
