@@ -140,6 +140,11 @@ def _assistant(body: str, ids: CallIds, turn: int) -> tuple[Message, list[ToolCa
     return Message(role="assistant", blocks=blocks), calls
 
 
+CARRIES = (("text beside calls", "kept, written before the calls"), ("parallel calls", "all, in one turn"),
+           ("reasoning", "dropped (ledgered)"), ("call ids", "none: results answer calls by position"),
+           ("tool results", "text"), ("system", "kept; Qwen's default prompt when there is none"),
+           ("developer", "folded into the system message"), ("media", "dropped; text documents as text"))
+
 FAMILY = Family(name="chatml", policy=POLICY, template_file="chatml.jinja", eot_tokens=("<|im_end|>",),
                 required_tokens=("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
-                parse_back=parse_back, default_tokenizer="qwen2.5")
+                parse_back=parse_back, default_tokenizer="qwen2.5", carries=CARRIES)

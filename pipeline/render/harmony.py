@@ -274,6 +274,17 @@ def _name(style: str, past_reasoning: str | None) -> str:
     return f"{base}(past_reasoning={past_reasoning})"
 
 
+def _carries(style: str, past_reasoning: str) -> tuple[tuple[str, str], ...]:
+    return (("text beside calls", "kept, in block order: commentary preambles"),
+            ("parallel calls", "all, one message each"),
+            ("reasoning", "analysis channel" + (", every turn" if past_reasoning == "keep" else
+                                                "; earlier turns dropped as the official template does")),
+            ("call ids", "none: a result answers the first unanswered call of its name"),
+            ("tool results", "text" if style == "harmony" else "JSON-encoded (tojson), as the official template"),
+            ("system", "folded into the developer message's # Instructions"), ("developer", "kept"),
+            ("media", "dropped; text documents as text"))
+
+
 def family(style: Style = "harmony", past_reasoning: PastReasoning | None = None) -> Family:
     """The Harmony family in a style ("harmony": openai-harmony's tokens; "jinja": the official Jinja
     template's text), keeping or dropping the reasoning of earlier turns (default: "keep" for harmony,
@@ -288,7 +299,8 @@ def family(style: Style = "harmony", past_reasoning: PastReasoning | None = None
     return Family(name=_name(style, past_reasoning), policy=replace(POLICY, style=style, past_reasoning=past_reasoning),
                   template_file="harmony.jinja", eot_tokens=(END, CALL, RETURN), required_tokens=required,
                   parse_back=partial(parse_back, style=style), build_inputs=build_inputs, default_tokenizer="gpt-oss",
-                  expected=expected, template_vars=(("harmony_style", style),))
+                  expected=expected, template_vars=(("harmony_style", style),),
+                  carries=_carries(style, past_reasoning))
 
 
 FAMILY = family()

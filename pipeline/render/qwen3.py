@@ -182,8 +182,12 @@ def _assistant(body: str, ids: CallIds, turn: int) -> tuple[Message, list[ToolCa
     return structs.replace(message, blocks=reasoning + message.blocks), calls
 
 
+CARRIES = dict(chatml.CARRIES) | {
+    "reasoning": "<think> block; turns before the current query per past_reasoning (the template drops them)",
+    "system": "kept; no default prompt"}
+
 FAMILY = Family(name="qwen3", policy=POLICY, template_file="qwen3.jinja", eot_tokens=("<|im_end|>",),
                 required_tokens=("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
                                  "</tool_response>", "<think>", "</think>"),
                 parse_back=parse_back, build_inputs=build_inputs, default_tokenizer="qwen3", configure=configure,
-                expected=expected)
+                expected=expected, carries=tuple(CARRIES.items()))
