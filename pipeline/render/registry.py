@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..conversation import Conversation
 from ..errors import ConfigError
-from . import chatml, harmony, llama3, qwen3
+from . import chatml, harmony, llama3, mistral, qwen3
 from ._roundtrip import check_parse_back
 from .engine import render as _render
 from .rendered import MaskPolicy, RenderOptions, Rendered
@@ -24,6 +24,7 @@ FAMILIES: dict[str, Family] = {
     "llama3": llama3.FAMILY,
     "harmony": harmony.FAMILY,
     "harmony-jinja": harmony.JINJA_FAMILY,
+    "mistral": mistral.FAMILY,
 }
 
 _templates: dict[str, Template] = {}
