@@ -171,6 +171,8 @@ def tiktoken_file(name: str) -> Path:
     """The built-in vocabulary in tiktoken's text format (byte-identical to the official file, sha256
     checked), written once into the cache. openai-harmony and tiktoken can read it offline."""
     spec = _spec(name)
+    if not spec.tiktoken_name:
+        raise ConfigError(f"tokenizer '{name}' has no tiktoken vocabulary file", code="unknown_tokenizer")
     path = cache_dir() / "vocab" / spec.tiktoken_name
     if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256:
         return path
