@@ -42,7 +42,8 @@ def template():
 def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]:
     """What a transformers user hands the official template for `conv`, written independently of the
     renderer's conversion: texts joined by newlines, reasoning as `reasoning_content`, results as text,
-    provider-hosted tools left out (they are not functions the model calls)."""
+    calls and results with their ids (the provider's where known), provider-hosted tools left out (they
+    are not functions the model calls)."""
     messages: list[dict] = []
     if conv.system:
         messages.append({"role": "system", "content": "\n".join(b.text for b in conv.system)})
@@ -50,8 +51,9 @@ def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]
         texts = "\n".join(b.text for b in m.blocks if isinstance(b, Text) and b.text)
         results = [b for b in m.blocks if isinstance(b, ToolResult) and b.kind != "hosted"]
         if results:
-            messages += [{"role": "tool", "content": "\n".join(t.text for t in r.content if isinstance(t, Text))}
-                         for r in results]
+            messages += [{"role": "tool", "content": "\n".join(t.text for t in r.content if isinstance(t, Text)),
+                          **({"name": r.name} if r.name else {}),
+                          **({"tool_call_id": r.provider_id or r.call_id} if r.call_id else {})} for r in results]
             if texts:
                 messages.append({"role": "user", "content": texts})
         elif m.role == "assistant":
@@ -59,7 +61,8 @@ def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]
             reasoning = [b.text for b in m.blocks if isinstance(b, Reasoning) and b.text]
             if reasoning:
                 message["reasoning_content"] = "\n".join(reasoning)
-            calls = [{"type": "function", "function": {"name": b.name, "arguments": call_arguments(b)}}
+            calls = [{"id": b.provider_id or b.id, "type": "function",
+                      "function": {"name": b.name, "arguments": call_arguments(b)}}
                      for b in m.blocks if isinstance(b, ToolCall) and b.kind != "hosted"]
             if calls:
                 message["tool_calls"] = calls
