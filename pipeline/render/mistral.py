@@ -23,7 +23,7 @@ from typing import Any
 
 from msgspec import UNSET, structs
 
-from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, ToolResult
+from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
@@ -86,9 +86,8 @@ def written_text(text: str) -> str:
 
 
 def _has_user_text(conv: Conversation) -> bool:
-    return any(m.role in ("user", "tool") and any(isinstance(b, Text) or getattr(b, "text", None) is not None
-                                                  for b in m.blocks if not isinstance(b, ToolResult))
-               for m in conv.messages)
+    return any(m.role in ("user", "tool") and any(isinstance(b, Text) or (isinstance(b, Media) and b.text is not None)
+                                                  for b in m.blocks) for m in conv.messages)
 
 
 class _MistralBuilder(_Builder):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from msgspec import structs
 
-from ..conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall
+from ..conversation import Conversation, Media, Message, Reasoning, Text, Tool, ToolCall
 from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
@@ -48,8 +48,7 @@ def current_query(conv: Conversation) -> int:
     for mi in range(len(conv.messages) - 1, -1, -1):
         message = conv.messages[mi]
         if message.role in ("user", "tool") and any(
-                isinstance(b, Text) or getattr(b, "text", None) is not None and not isinstance(b, Reasoning)
-                for b in message.blocks):
+                isinstance(b, Text) or (isinstance(b, Media) and b.text is not None) for b in message.blocks):
             return mi
     return len(conv.messages) - 1
 
