@@ -173,6 +173,13 @@ class ReasoningDrop(Struct, frozen=True):
     rows: int
 
 
+class ExpandedCase(Struct, frozen=True):
+    case: str  # whole | final | prefix (pipeline/render/expand.py)
+    rows: int
+    tokens: int
+    trained_tokens: int
+
+
 class Reasoning(Struct, frozen=True):
     rows: int  # written conversations holding reasoning
     blocks: int
@@ -180,6 +187,8 @@ class Reasoning(Struct, frozen=True):
     with_state: int  # signature, encrypted content or redacted data
     dropped: list[ReasoningDrop]  # ledger entries on reasoning blocks, by target and kind
     trained: bool | None  # the mask policy trains reasoning tokens (config.json)
+    # past_reasoning="expand": rows by case; "prefix" rows are the extra ones (their tokens the cost)
+    expanded: list[ExpandedCase] = []
 
 
 class ConvSummary(Struct, frozen=True):
@@ -193,6 +202,41 @@ class ConvSummary(Struct, frozen=True):
     tool_calls: int
     trimmed: bool
     preview: str  # the opening user text
+
+
+class SafetyExample(Struct, frozen=True):
+    source: str
+    path: str
+    detector: str
+    where: str
+    excerpt: str  # the text around the placeholder, or the rejection's message
+
+
+class Safety(Struct, frozen=True):
+    enabled: bool | None  # scrub.enabled in config.json
+    action: str | None
+    actions: dict[str, str]
+    by_detector: list[Count]  # redactions (stats.json)
+    by_where: list[Count]  # tool_result, tool_arguments, user_text, ...
+    rejected: list[Count]  # rejects by scrub code
+    rejected_examples: list[SafetyExample]
+    reported: list[Count]  # findings kept as warnings (action "report")
+    examples: list[SafetyExample]
+
+
+class NearCluster(Struct, frozen=True):
+    kept: str  # the source of the row kept
+    removed: int
+    examples: list[str]  # sources of rows filtered as near-duplicates of it
+    min_similarity: float
+
+
+class NearDuplicates(Struct, frozen=True):
+    enabled: bool | None
+    threshold: float | None
+    removed: int
+    clusters: int
+    largest: list[NearCluster]
 
 
 class Report(Struct, frozen=True):
@@ -216,5 +260,7 @@ class Report(Struct, frozen=True):
     reasoning: Reasoning
     longest: list[ConvSummary]
     shortest: list[ConvSummary]
+    safety: Safety | None = None
+    near_duplicates: NearDuplicates | None = None
     config: dict = field(default_factory=dict)
     filtered: list[FilterReason] = field(default_factory=list)

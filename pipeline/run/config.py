@@ -43,6 +43,22 @@ class ShapeConfig(_Section):
     trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
+    # Near-duplicates: MinHash over the rendered text; a row this similar (Jaccard) to an earlier one is filtered.
+    near_dedup: bool = False
+    near_dedup_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
+
+
+ScrubAction = Literal["redact", "reject", "report"]
+
+
+class ScrubConfig(_Section):
+    enabled: bool = True
+    # What a finding does: "redact" (a typed placeholder), "reject" the record, or only "report" it.
+    action: ScrubAction = "redact"
+    actions: dict[str, ScrubAction] = field(default_factory=dict)  # per detector: {aws_access_key = "reject"}
+    # Phone numbers written without a country code are read as numbers of this region ("US", "GB"...);
+    # "" finds only international (+CC) numbers, which nothing else looks like.
+    phone_region: str = ""
 
 
 class ConvertConfig(_Section):
@@ -58,6 +74,9 @@ class RenderConfig(_Section):
     # (llama3): "split" into consecutive turns, "drop-text" as the official template does, or "refuse".
     calls: Literal["split", "drop-text", "refuse"] = "split"
     date: str = "2026-01-01"  # pinned "today" for templates that print a date
+    # Reasoning of turns before the current query, for templates that strip it (qwen3): "as_template",
+    # "keep", "drop", or "expand" (one row per turn as the model saw it; see pipeline/render/expand.py).
+    past_reasoning: Literal["as_template", "expand", "keep", "drop"] = "as_template"
     # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
     # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
     segment_cache_tokens: NonNegative = 1_000_000
@@ -89,6 +108,7 @@ class JobConfig(_Section):
     input: InputConfig = field(default_factory=InputConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     shape: ShapeConfig = field(default_factory=ShapeConfig)
+    scrub: ScrubConfig = field(default_factory=ScrubConfig)
     convert: ConvertConfig = field(default_factory=ConvertConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -110,11 +130,22 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         raw.setdefault(section, {})[key] = value
+    where = f"config {'file ' + repr(str(path)) if path else ''}"
     try:
-        return msgspec.convert(raw, JobConfig)
+        config = msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
-                          code="bad_config") from None
+        raise ConfigError(f"{where}: {_explain(exc)}", code="bad_config") from None
+    _check_scrub(config.scrub, where)
+    return config
+
+
+def _check_scrub(scrub: ScrubConfig, where: str) -> None:
+    from .scrub.detectors import DETECTORS
+
+    unknown = sorted(set(scrub.actions) - set(DETECTORS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown detector '{unknown[0]}' in [scrub.actions] (detectors: "
+                          f"{', '.join(DETECTORS)})", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

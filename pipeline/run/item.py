@@ -36,6 +36,7 @@ class Item:
     conversation: Conversation | None = None
     issues: list[Issue] = field(default_factory=list)
     rendered: Any = None  # the render result (ids, mask, spans, ledger)
+    extra_rows: list = field(default_factory=list)  # more rows of the same record (past_reasoning="expand")
     export: Any = None  # the [convert] body
     ledger: list = field(default_factory=list)
     trimmed: bool = False
@@ -43,6 +44,8 @@ class Item:
     tallies: list[tuple[str, str]] = field(default_factory=list)
     outcome: Outcome | None = None
     error: SftprepError | None = None  # a read error carried from the reader
+    minhash: Any = None  # the rendered row's MinHash signature, when [shape] near_dedup is on
+    scrubbed: Any = None  # the scrub stage's Redactor: what it found, and the placeholders it gave
 
 
 def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:
