@@ -16,9 +16,10 @@ from .item import Item
 from .local import Workers
 from .progress import Progress
 from .stages import Context
+from .split import Outputs
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, ensure_dir, write_json
+from .writers import JsonlFile, ensure_dir, write_json
 
 
 @dataclass
@@ -40,7 +41,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     ctx.renderer  # unknown template or tokenizer fails before any work
 
     stats = Stats()
-    writer = ShardWriter(out, config.output.format, config.output.shard_size)
+    writer = Outputs(out, config)  # data shards per split, and the [export] files
     rejects = JsonlFile(out / "rejects.jsonl")
     seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
@@ -69,6 +70,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
             gc.unfreeze()
     rejects.close()
     stats.tally("output", "shards", len(shards))
+    for key, count in writer.counts.items():
+        stats.tally("export", key, count)
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
@@ -93,7 +96,7 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
         yield batch
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
+def _finish(item: Item, stats: Stats, writer: Outputs, rejects: JsonlFile, seen: set[str] | None) -> None:
     if item.outcome is not None:
         if item.outcome.kind == "rejected":
             o = item.outcome
