@@ -2,7 +2,7 @@
 `gpt`, `function_call` and `observation` turns, `system` apart, `tools` as a JSON string. LLaMA-Factory
 requires human/observation turns at even positions, gpt/function_call at odd ones, and an even count:
 results of parallel calls become one observation (ledgered), a conversation that cannot alternate is not
-exported. It trains every gpt and function_call turn (`mask_history: true`: the last one only)."""
+exported (a final prompt with no reply, untrained anyway, is left out). It trains every gpt and function_call turn (`mask_history: true`: the last one only)."""
 
 from __future__ import annotations
 
@@ -44,15 +44,19 @@ def line(chat: Chat, ledger: Ledger) -> dict[str, Any]:
             else:
                 turns.append({"from": "observation", "value": content})
         elif role == "assistant":
-            turns.append(_assistant(message, content, ledger, where))
+            turns.append(_assistant(message, content, chat.tools, ledger, where))
         else:
             raise Skip(f"role '{role}' has no sharegpt turn ({where})")
         for key in set(message) - {"role", "content", "tool_calls", "tool_call_id", "name"}:
             ledger.add("dropped", f"{where}.{key}", f"'{key}' has no place in a sharegpt turn")
+    if turns and turns[-1]["from"] in _PROMPT:
+        # A prompt nothing answers trains nothing; LLaMA-Factory pairs every prompt with a reply.
+        ledger.add("dropped", "$.export.messages[-1]", "a final prompt turn with no reply (untrained) is left out")
+        turns.pop()
     for position, turn in enumerate(turns):
         if turn["from"] not in (_PROMPT if position % 2 == 0 else _REPLY):
             raise Skip(f"turn {position} ({turn['from']}) breaks LLaMA-Factory's alternation")
-    if len(turns) % 2:
+    if not turns or len(turns) % 2:
         raise Skip("an odd number of turns: LLaMA-Factory needs each prompt answered")
     record: dict[str, Any] = {"conversations": turns}
     if system:
@@ -61,10 +65,12 @@ def line(chat: Chat, ledger: Ledger) -> dict[str, Any]:
     return record
 
 
-def _assistant(message: dict[str, Any], content: str, ledger: Ledger, where: str) -> dict[str, str]:
+def _assistant(message: dict[str, Any], content: str, tools: list, ledger: Ledger, where: str) -> dict[str, str]:
     calls = message.get("tool_calls")
     if not calls:
         return {"from": "gpt", "value": content}
+    if not tools:
+        raise Skip("calls without tool definitions")
     if content:
         ledger.add("dropped", f"{where}.content", "a function_call turn carries no text beside its calls")
     bodies = [{"name": c["function"]["name"], "arguments": c["function"].get("arguments", {})} for c in calls]
