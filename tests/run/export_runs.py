@@ -40,6 +40,18 @@ def run(out: Path, paths: list[str], **overrides: Any) -> Path:
     return out
 
 
+_RUNS: dict[tuple, Path] = {}
+
+
+def shared_run(tmp_path_factory: Any, corpus: bool, **overrides: Any) -> Path:
+    """One run per (inputs, settings) for the whole session: the contract tests of several modules read it."""
+    key = (corpus, tuple(sorted(overrides.items())))
+    if key not in _RUNS:
+        paths = inputs(corpus)
+        _RUNS[key] = run(tmp_path_factory.mktemp("exports"), paths, **{"run.workers": 2, **overrides})
+    return _RUNS[key]
+
+
 def splits(out: Path) -> list[str]:
     return ["train", "validation"] if list(out.glob("validation-*.parquet")) else ["train"]
 

@@ -18,8 +18,7 @@ from strict_types import FineTuningExample, violations
 
 @pytest.fixture(scope="module", params=["local", "corpus"])
 def out(request, tmp_path_factory):
-    paths = export_runs.inputs(corpus=request.param == "corpus")
-    return export_runs.run(tmp_path_factory.mktemp(f"exports-{request.param}"), paths, **{"run.workers": 2})
+    return export_runs.shared_run(tmp_path_factory, corpus=request.param == "corpus")
 
 
 @pytest.fixture(scope="module")
