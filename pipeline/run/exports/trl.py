@@ -24,6 +24,8 @@ def line(chat: Chat, ledger: Ledger) -> dict[str, Any]:
             raise Skip("an assistant turn is not trained (weight 0): messages rows train every assistant turn")
         return {"messages": chat.messages, "tools": chat.tools}
     start = trained[0]
+    if start == 0:
+        raise Skip("nothing before the trained turn: TRL needs a prompt")
     if any(not chat.trained[i] for i in range(start, len(chat.messages))):
         raise Skip("the trained turns are not the end of the conversation: a completion would train what follows")
     return {"prompt": chat.messages[:start], "completion": chat.messages[start:], "tools": chat.tools}
