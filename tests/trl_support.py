@@ -43,7 +43,8 @@ class RecordingTrainer(SFTTrainer):
 
 def config(output_dir: str, max_length: int, **overrides: Any) -> SFTConfig:
     settings = dict(output_dir=output_dir, max_length=max_length, max_steps=2, per_device_train_batch_size=1,
-                    report_to="none", save_strategy="no", logging_steps=1, use_cpu=True, seed=0, learning_rate=1e-3)
+                    report_to="none", save_strategy="no", logging_steps=1, use_cpu=True, seed=0, learning_rate=1e-3,
+                    gradient_checkpointing=False)
     settings.update(overrides)
     return SFTConfig(**settings)
 
