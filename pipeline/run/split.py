@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import JobConfig
+from .exports import FORMATS
 from .exports.files import ExportFiles
 from .writers import ShardWriter
 
@@ -27,6 +28,7 @@ class Outputs:
 
     def __init__(self, directory: Path, config: JobConfig):
         output = config.output
+        self.directory = directory
         self.validation = output.validation
         self.splits = ["train", "validation"] if self.validation > 0 else ["train"]
         self.shards = {split: ShardWriter(directory, output.format, output.shard_size,
@@ -45,9 +47,24 @@ class Outputs:
 
     def close(self) -> list[Path]:
         shards = [path for split in self.splits for path in self.shards[split].close()]
+        written = set(shards)
         if self.exports is not None:
             self.counts = self.exports.close()
+            written |= self.exports.paths()
+        self._remove_stale(written)
         return shards
+
+    def _remove_stale(self, written: set[Path]) -> None:
+        """Validation shards and export files an earlier run left here and this one did not write: a
+        loader globbing the directory would read them beside the new ones."""
+        stale = [*self.directory.glob("validation-*.parquet"), *self.directory.glob("validation-*.jsonl")]
+        for name in FORMATS:
+            stale += [self.directory / name / f"{split}.{ext}" for split in ("train", "validation")
+                      for ext in ("jsonl", "parquet")]
+            stale.append(self.directory / name / "dataset_info.json")
+        for path in stale:
+            if path not in written and path.is_file():
+                path.unlink()
 
     def abort(self) -> None:
         for writer in self.shards.values():

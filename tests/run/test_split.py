@@ -47,3 +47,13 @@ def test_each_split_holds_its_own_rows(tmp_path):
     for fmt in export_runs.FORMATS:  # every export's records follow their rows into the split
         pairs = export_runs.paired(split, fmt)
         assert len(pairs) == len(train) + len(validation)
+
+
+def test_a_rerun_without_split_or_exports_leaves_none_of_their_files(tmp_path):
+    paths = export_runs.inputs(corpus=False)
+    out = export_runs.run(tmp_path / "out", paths, **{"output.validation": 0.3})
+    assert list(out.glob("validation-*.parquet")) and (out / "openai" / "validation.jsonl").is_file()
+    export_runs.run(out, paths, **{"output.validation": 0, "export.formats": ["openai"]})
+    assert not list(out.glob("validation-*"))
+    assert sorted(p.name for p in (out / "openai").iterdir()) == ["train.jsonl"]
+    assert not list((out / "trl").iterdir()) and not list((out / "sharegpt").iterdir())

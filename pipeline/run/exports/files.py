@@ -81,6 +81,12 @@ class ExportFiles:
                        dataset_info({split: f"{split}.jsonl" for split in self.splits}))
         return {f"{name}:{split}": count for (name, split), count in sorted(self.counts.items())}
 
+    def paths(self) -> set[Path]:
+        found = {file.path for file in self.files.values()}
+        if any(name == "sharegpt" for name, _ in self.files):
+            found.add(self.directory / "sharegpt" / "dataset_info.json")
+        return found
+
     def abort(self) -> None:
         for file in self.files.values():
             file.abort()
