@@ -177,7 +177,8 @@ def test_openai_snippet_uploads_the_export_and_starts_a_job(workdir, monkeypatch
     finally:
         server.shutdown()
     (train, validation, job) = _FakeOpenAI.received
-    assert train[2]["file"] == (workdir / "out" / "openai" / "train.jsonl").read_bytes() and train[2]["purpose"] == b"fine-tune"
+    assert train[2]["file"] == (workdir / "out" / "openai" / "train.jsonl").read_bytes()
+    assert train[2]["purpose"] == validation[2]["purpose"] == b"fine-tune"
     assert validation[2]["file"] == (workdir / "out" / "openai" / "validation.jsonl").read_bytes()
     assert job[1].endswith("/fine_tuning/jobs")
     assert job[2]["training_file"] == train[1] and job[2]["validation_file"] == validation[1]

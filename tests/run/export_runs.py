@@ -90,4 +90,4 @@ def paired(out: Path, fmt: str) -> list[tuple[dict[str, Any], dict[str, Any] | N
     return out_pairs
 
 
-__all__ = ["corpus_available", "inputs", "paired", "records", "rows", "run", "skipped", "splits"]
+__all__ = ["corpus_available", "inputs", "paired", "records", "rows", "run", "shared_run", "skipped", "splits"]

@@ -37,7 +37,7 @@ def _fresh_run(tmp_path_factory, mask: str):
     paths = export_runs.inputs(corpus=False)
     if export_runs.corpus_available() or os.environ.get("CI") == "true":
         export_runs.require_corpus()
-        paths += [str(export_runs.CORPUS / "tau_bench_gpt4o_airline"), str(export_runs.CORPUS / "pydantic_ai_openai_chat")]
+        paths += [str(export_runs.CORPUS / name) for name in ("tau_bench_gpt4o_airline", "pydantic_ai_openai_chat")]
     out = tmp_path_factory.mktemp(f"trl-{mask}")
     return export_runs.run(out, paths, **{"render.mask": mask, "shape.max_tokens": MAX_TOKENS, "output.validation": 0,
                                           "export.formats": ["trl"], "run.workers": 2})

@@ -74,9 +74,10 @@ def line(chat: Chat, ledger: Ledger) -> dict[str, Any]:
 def _call(call: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
     function = call["function"]
     arguments = function.get("arguments", {})
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)  # the API's calls carry their arguments as JSON text
     return {"id": _call_id(call.get("id") or "", ids), "type": "function",
-            "function": {"name": function["name"],
-                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)}}
+            "function": {"name": function["name"], "arguments": arguments}}
 
 
 def _call_id(original: str, ids: dict[str, str]) -> str:

@@ -1,8 +1,9 @@
 """ShareGPT records as LLaMA-Factory reads them (`formatting: sharegpt`): `conversations` of `human`,
 `gpt`, `function_call` and `observation` turns, `system` apart, `tools` as a JSON string. LLaMA-Factory
 requires human/observation turns at even positions, gpt/function_call at odd ones, and an even count:
-results of parallel calls become one observation (ledgered), a conversation that cannot alternate is not
-exported (a final prompt with no reply, untrained anyway, is left out). It trains every gpt and function_call turn (`mask_history: true`: the last one only)."""
+results of parallel calls become one observation (ledgered), a final prompt with no reply (untrained
+anyway) is left out, and a conversation that still cannot alternate is not exported. LLaMA-Factory
+trains every gpt and function_call turn (`mask_history: true`: the last one only)."""
 
 from __future__ import annotations
 
