@@ -59,10 +59,10 @@ def test_trl_snippets_train(workdir, monkeypatch):
     from trl_support import tiny_model
     from trl_templates import trl_template
 
-    class TwoSteps(trl.SFTConfig):  # the snippet's config, run for two steps on CPU
+    class TwoSteps(trl.SFTConfig):  # the snippet's config, run for two steps of one row on CPU
         def __init__(self, **kwargs):
-            super().__init__(**kwargs, max_steps=2, use_cpu=True, report_to="none", save_strategy="no",
-                             gradient_checkpointing=False)
+            super().__init__(**kwargs, max_steps=2, per_device_train_batch_size=1, use_cpu=True, report_to="none",
+                             save_strategy="no", gradient_checkpointing=False)
 
     monkeypatch.setattr(trl, "SFTConfig", TwoSteps)
     monkeypatch.chdir(workdir)
