@@ -55,9 +55,9 @@ class Outputs:
         return shards
 
     def _remove_stale(self, written: set[Path]) -> None:
-        """Validation shards and export files an earlier run left here and this one did not write: a
-        loader globbing the directory would read them beside the new ones."""
-        stale = [*self.directory.glob("validation-*.parquet"), *self.directory.glob("validation-*.jsonl")]
+        """Export files an earlier run left here and this one did not write: a loader globbing the folder
+        would read them beside the new ones (shards of either split are cleared before the run)."""
+        stale = []
         for name in FORMATS:
             stale += [self.directory / name / f"{split}.{ext}" for split in ("train", "validation")
                       for ext in ("jsonl", "parquet")]
