@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from .. import formats
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
-from . import sharegpt
+from . import sharegpt, traces
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 from .sessions import claude_code
@@ -57,7 +57,7 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt")
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.DIALECTS)
 
 
 def is_session_log(path: str | Path) -> bool:
@@ -133,6 +133,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
         if isinstance(value, claude_code.SessionResult):
             conv = claude_code.to_conversation(value, strict=strict)
             value = value.body
+        elif isinstance(value, traces.SpanRecord) or shape in traces.DIALECTS:
+            conv = traces.parse(value, shape)
         elif shape is None and _is_error_body(value):
             error = value["error"]
             text = error.get("message") if isinstance(error, dict) else error
@@ -178,11 +180,19 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
 
 
 def expand(raw: RawRecord) -> Iterator[RawRecord]:
-    """A record decoded, and an HTTP recording split into one record per exchange."""
+    """A record decoded, an HTTP recording split into one record per exchange, a trace export into one
+    record per span."""
     raw = raw.decoded()
     if raw.error is None and is_recording(raw.value):
         for i, interaction in enumerate(raw.value["interactions"]):
             yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
+    elif raw.error is None and traces.is_trace_export(raw.value):
+        for path, span, record in traces.split(raw.value):
+            source = raw.source if path == "$" else f"{raw.source}#{path[2:]}"
+            if isinstance(record, SftprepError):
+                yield RawRecord(source, None, record.at(source), traces.span_bytes(span))
+            else:
+                yield RawRecord(source, record)
     else:
         yield raw
 

@@ -1,0 +1,65 @@
+"""Tracing exports: every span of an OTLP JSON export (or SDK span JSON) is one record; model-call
+spans become conversations through their dialect (OTel GenAI, OpenInference), other spans are
+rejected as not a model call, with the span's path in the export."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import orjson
+
+from ...conversation import Conversation
+from ...errors import ParseError, ShapeError, SftprepError
+from . import openinference, otel_genai
+from .otlp import SpanRecord, is_otlp_export, is_sdk_span, iter_spans, span_record
+
+DIALECTS = (otel_genai.NAME, openinference.NAME)
+
+
+def is_trace_export(value: Any) -> bool:
+    return is_otlp_export(value) or is_sdk_span(value)
+
+
+def split(value: Any) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
+    """(path, span, record) per span: a `SpanRecord`, or the error that stopped decoding it."""
+    if is_sdk_span(value):
+        items: Iterator = iter([("$", value, value.get("resource") or {}, None)])
+    else:
+        items = iter_spans(value)
+    for path, span, resource, scope in items:
+        try:
+            yield path, span, span_record(span, resource if isinstance(resource, dict) else {}, scope, path)
+        except SftprepError as exc:
+            yield path, span, exc
+
+
+def span_bytes(span: Any) -> bytes:
+    """A span that could not be decoded, for the rejects file (as the reader keeps undecodable bytes)."""
+    return orjson.dumps(span)[:65536]
+
+
+def dialect(record: SpanRecord) -> str | None:
+    # OTel GenAI content wins: some instrumentations write both conventions on one span.
+    if otel_genai.is_genai_span(record) and any(k.startswith("gen_ai.input") or k.startswith("gen_ai.output")
+                                                for k in record.attributes):
+        return otel_genai.NAME
+    if openinference.is_openinference_span(record):
+        return openinference.NAME
+    if otel_genai.is_genai_span(record):
+        return otel_genai.NAME
+    return None
+
+
+def parse(record: Any, shape: str | None = None) -> Conversation:
+    if not isinstance(record, SpanRecord):
+        raise ShapeError(f"not a span of a trace export (--shape {shape})")
+    name = shape if shape in DIALECTS else dialect(record)
+    if name == otel_genai.NAME:
+        return otel_genai.parse_span(record)
+    if name == openinference.NAME:
+        return openinference.parse_span(record)
+    raise ParseError(f"span '{record.name}' is not a model call: it has no gen_ai.* or OpenInference llm.* "
+                     "attributes", path=f"{record.path}.attributes", code="not_a_model_call")
+
+
+__all__ = ["DIALECTS", "SpanRecord", "dialect", "is_trace_export", "parse", "span_bytes", "split"]
