@@ -21,6 +21,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--workers", type=int, help="worker processes (0: all cores)")
     run.add_argument("--engine", choices=["local", "ray"], help="execution engine")
     run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument("--from", dest="fmt", help="source format (default: detect; input.format)")
+    run.add_argument("--shape", help="record shape or log source (default: detect; input.shape)")
     run.set_defaults(handler=handle)
 
 
@@ -28,7 +30,7 @@ def handle(args: argparse.Namespace) -> int:
     overrides = {key: value for key, value in (
         ("input.paths", args.input), ("output.dir", args.output), ("render.template", args.template),
         ("render.tokenizer", args.tokenizer), ("output.format", args.out_format), ("run.workers", args.workers),
-        ("run.engine", args.engine)) if value is not None}
+        ("run.engine", args.engine), ("input.format", args.fmt), ("input.shape", args.shape)) if value is not None}
     config = load_config(args.config, overrides)
     result = run_job(config, progress=False if args.quiet else None)
     stats = result.stats

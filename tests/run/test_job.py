@@ -33,10 +33,16 @@ def default_run(tmp_path_factory):
 
 def _records_in_data() -> int:
     """Records in data/, counted without the project's readers: lines of .jsonl files, elements of
-    .json arrays, one per session log, one per exchange in a stream log."""
+    .json arrays, one per session log, one per exchange in a stream log, one per span of a trace export."""
     total = 0
     for path in sorted(DATA.rglob("*")):
-        if path.suffix == ".jsonl":
+        if path.parent.name == "traces":
+            text = path.read_text()
+            exports = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
+                       else [json.loads(text)])
+            total += sum(len(ss["spans"]) for export in exports for rs in export["resourceSpans"]
+                         for ss in rs["scopeSpans"])
+        elif path.suffix == ".jsonl":
             lines = [line for line in path.read_text().splitlines() if line.strip()]
             total += 1 if path.parent.name == "sessions" else len(lines)
         elif path.suffix == ".json":

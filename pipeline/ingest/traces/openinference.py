@@ -13,7 +13,7 @@ row), and the same holds for any replay state.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 import orjson
@@ -38,11 +38,7 @@ def is_openinference_span(record: SpanRecord) -> bool:
 def unflatten(attributes: dict[str, Any], prefix: str) -> Any:
     """`prefix.0.message.role = "user"` and friends as `[{"message": {"role": "user"}}]`."""
     tree: dict = {}
-    for key, value in attributes.items():
-        if key == prefix:
-            return value  # kept nested by the exporter
-        if not key.startswith(prefix + "."):
-            continue
+    for key, value in _flat(attributes, prefix):
         node = tree
         parts = key[len(prefix) + 1:].split(".")
         for part in parts[:-1]:
@@ -52,6 +48,24 @@ def unflatten(attributes: dict[str, Any], prefix: str) -> Any:
             node = child
         node[parts[-1]] = value
     return _lists(tree) if tree else None
+
+
+def _flat(attributes: dict[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    """The dotted keys under `prefix`, whether the exporter flattened the values or kept them nested
+    (lists and objects whose keys may themselves be dotted: `{"message.role": ...}`)."""
+    def walk(key: str, value: Any) -> Iterator[tuple[str, Any]]:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from walk(f"{key}.{k}", v)
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value) and value:
+            for i, v in enumerate(value):
+                yield from walk(f"{key}.{i}", v)
+        else:
+            yield key, value
+
+    for key, value in attributes.items():
+        if key == prefix or key.startswith(prefix + "."):
+            yield from walk(key, value)
 
 
 def _lists(node: Any) -> Any:
