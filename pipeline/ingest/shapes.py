@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from .. import formats
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
-from . import sharegpt, traces
+from . import batch, sharegpt, traces
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 from .sessions import claude_code
@@ -57,7 +57,8 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.DIALECTS)
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.DIALECTS,
+                 *batch.SHAPES)
 
 
 def is_session_log(path: str | Path) -> bool:
@@ -135,6 +136,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
             value = value.body
         elif isinstance(value, traces.SpanRecord) or shape in traces.DIALECTS:
             conv = traces.parse(value, shape)
+        elif isinstance(value, batch.BatchResult):
+            conv = batch.parse(value, fmt=fmt, strict=strict)
         elif shape is None and _is_error_body(value):
             error = value["error"]
             text = error.get("message") if isinstance(error, dict) else error
@@ -172,6 +175,12 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
             continue
+        kind = shape if shape in batch.SHAPES else (batch.results_kind(path) if shape is None else None)
+        if kind is not None:
+            yield from batch.read_results(path, kind, max_record_bytes)
+            continue
+        if shape is None and batch.is_index_of_results(path):
+            continue  # the requests of a batch whose results file beside it is read (joined there)
         for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer):
             if raw.deferred:
                 yield raw

@@ -33,10 +33,14 @@ def default_run(tmp_path_factory):
 
 def _records_in_data() -> int:
     """Records in data/, counted without the project's readers: lines of .jsonl files, elements of
-    .json arrays, one per session log, one per exchange in a stream log, one per span of a trace export."""
+    .json arrays, one per session log, one per exchange in a stream log, one per span of a trace export,
+    one per batch result (the batch requests files are their index)."""
     total = 0
     for path in sorted(DATA.rglob("*")):
-        if path.parent.name == "traces":
+        if path.parent.name == "batch":
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            total += sum(1 for line in lines if "result" in line or "response" in line) if path.suffix == ".jsonl" else 0
+        elif path.parent.name == "traces":
             text = path.read_text()
             exports = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
                        else [json.loads(text)])
