@@ -38,8 +38,9 @@ def _records_in_data() -> int:
     total = 0
     for path in sorted(DATA.rglob("*")):
         if path.parent.name == "batch":
-            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            total += sum(1 for line in lines if "result" in line or "response" in line) if path.suffix == ".jsonl" else 0
+            if path.suffix == ".jsonl":
+                lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                total += sum(1 for line in lines if "result" in line or "response" in line)
         elif path.parent.name == "traces":
             text = path.read_text()
             exports = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
