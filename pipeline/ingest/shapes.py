@@ -19,6 +19,7 @@ from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeErr
 from . import batch, sharegpt, traces
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
+from . import sessions
 from .sessions import claude_code
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
@@ -58,7 +59,7 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
 
 
 RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.DIALECTS,
-                 *batch.SHAPES)
+                 *batch.SHAPES, *sessions.SHAPES)
 
 
 def is_session_log(path: str | Path) -> bool:
@@ -138,6 +139,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
             conv = traces.parse(value, shape)
         elif isinstance(value, batch.BatchResult):
             conv = batch.parse(value, fmt=fmt, strict=strict)
+        elif (session := sessions.record_source(value)) is not None:
+            conv = session.to_conversation(value, strict=strict)
         elif shape is None and _is_error_body(value):
             error = value["error"]
             text = error.get("message") if isinstance(error, dict) else error
@@ -174,6 +177,10 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
             continue
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
+            continue
+        session = sessions.source_for(path, shape)
+        if session is not None:
+            yield from session.read(path, max_record_bytes)
             continue
         kind = shape if shape in batch.SHAPES else (batch.results_kind(path) if shape is None else None)
         if kind is not None:

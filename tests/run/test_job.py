@@ -49,7 +49,10 @@ def _records_in_data() -> int:
                          for ss in rs["scopeSpans"])
         elif path.suffix == ".jsonl":
             lines = [line for line in path.read_text().splitlines() if line.strip()]
-            total += 1 if path.parent.name == "sessions" else len(lines)
+            if path.parent.name != "sessions":
+                total += len(lines)
+            else:  # one conversation per session file, or per window between Codex compactions
+                total += 1 + sum(json.loads(line).get("type") == "compacted" for line in lines)
         elif path.suffix == ".json":
             value = json.loads(path.read_text())
             total += len(value) if isinstance(value, list) else 1
