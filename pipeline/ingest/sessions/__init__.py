@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from ...conversation import Conversation
 from ..readers import RawRecord
-from . import codex
+from . import codex, gemini_cli
 
 
 class Source(NamedTuple):
@@ -22,6 +22,8 @@ class Source(NamedTuple):
 
 SOURCES: tuple[Source, ...] = (
     Source(codex.NAME, codex.detect, codex.read_rollout, codex.CodexWindow, codex.to_conversation),
+    Source(gemini_cli.NAME, gemini_cli.detect, gemini_cli.read_recording, gemini_cli.Recording,
+           gemini_cli.to_conversation),
 )
 SHAPES = tuple(s.name for s in SOURCES)
 

@@ -20,7 +20,7 @@ import orjson
 
 from ...conversation import Conversation, Media, Message, Text, Tool
 from ...errors import ParseError
-from .build import Calls, json_attribute, media
+from ..blocks import Calls, json_attribute, media
 from .otel_genai import conversation
 from .otlp import SpanRecord
 

@@ -12,7 +12,7 @@ import orjson
 
 from ...conversation import Message, Opaque, Text
 from ...errors import ParseError
-from .build import Calls
+from ..blocks import Calls
 from .otlp import SpanRecord
 
 EVENT_NAMES = frozenset({"gen_ai.system.message", "gen_ai.user.message", "gen_ai.assistant.message",

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...conversation import Conversation, Media, Message, Meta, Opaque, Reasoning, Text, Tool, ToolCall
 from ...errors import ParseError
-from .build import Calls, json_attribute, media
+from ..blocks import Calls, json_attribute, media
 from .otel_events import EVENT_NAMES, messages_from_events
 from .otlp import SpanRecord, span_ids, start_time
 

@@ -1,4 +1,4 @@
-"""Canonical blocks from trace and session logs that no wire codec reads: arguments as a string or an
+"""Canonical blocks for the log sources that no wire codec reads: arguments as a string or an
 object, results paired to calls by the logged call id, media by modality."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
-from ...conversation import Media, Text, ToolCall, ToolResult
-from ...errors import ParseError
-from ...ids import CallIds
+from ..conversation import Media, Text, ToolCall, ToolResult
+from ..errors import ParseError
+from ..ids import CallIds
 
 _KINDS = {"image": "image", "audio": "audio", "video": "video", "document": "document"}
 
