@@ -69,7 +69,7 @@ def test_openai_chat_joined_out_of_order(run):
 def test_openai_responses_endpoint(run):
     conv = _by_source(run)["openai_output.jsonl:3"]
     assert conv["meta"]["provider"] == "openai-responses"
-    assert blocks(conv["messages"][-1]) == [("text", "97.")]
+    assert blocks(conv["messages"][-1]) == [("text", "97: no whole number from 2 up to its square root divides it evenly.")]
     assert conv["meta"]["model"] == "gpt-4.1-mini-2025-04-14"
 
 
