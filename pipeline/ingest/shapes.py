@@ -58,7 +58,7 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.DIALECTS,
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.SHAPES,
                  *batch.SHAPES, *sessions.SHAPES)
 
 
@@ -135,8 +135,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
         if isinstance(value, claude_code.SessionResult):
             conv = claude_code.to_conversation(value, strict=strict)
             value = value.body
-        elif isinstance(value, traces.SpanRecord) or shape in traces.DIALECTS:
-            conv = traces.parse(value, shape)
+        elif traces.is_trace_record(value) or shape in traces.SHAPES:
+            conv = traces.parse(value, shape, fmt=fmt, strict=strict)
         elif isinstance(value, batch.BatchResult):
             conv = batch.parse(value, fmt=fmt, strict=strict)
         elif (session := sessions.record_source(value)) is not None:

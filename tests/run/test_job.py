@@ -31,6 +31,15 @@ def default_run(tmp_path_factory):
     return run_job(_job(tmp), progress=False)
 
 
+def _trace_records(export: dict) -> int:
+    """Spans of an OTLP export, observations of a Langfuse trace, runs of a LangSmith run tree."""
+    if "resourceSpans" in export:
+        return sum(len(ss["spans"]) for rs in export["resourceSpans"] for ss in rs["scopeSpans"])
+    if "observations" in export:
+        return len(export["observations"])
+    return 1 + sum(_trace_records(child) for child in export.get("child_runs") or [])
+
+
 def _records_in_data() -> int:
     """Records in data/, counted without the project's readers: lines of .jsonl files, elements of
     .json arrays, one per session log, one per exchange in a stream log, one per span of a trace export,
@@ -45,8 +54,7 @@ def _records_in_data() -> int:
             text = path.read_text()
             exports = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
                        else [json.loads(text)])
-            total += sum(len(ss["spans"]) for export in exports for rs in export["resourceSpans"]
-                         for ss in rs["scopeSpans"])
+            total += sum(_trace_records(export) for export in exports)
         elif path.suffix == ".jsonl":
             lines = [line for line in path.read_text().splitlines() if line.strip()]
             if path.parent.name != "sessions":

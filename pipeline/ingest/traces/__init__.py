@@ -10,18 +10,30 @@ import orjson
 
 from ...conversation import Conversation
 from ...errors import ParseError, ShapeError, SftprepError
-from . import openinference, otel_genai
+from . import langfuse, langsmith, openinference, otel_genai
 from .otlp import SpanRecord, is_otlp_export, is_sdk_span, iter_spans, span_record
 
 DIALECTS = (otel_genai.NAME, openinference.NAME)
+SHAPES = (*DIALECTS, langfuse.NAME, langsmith.NAME)
 
 
 def is_trace_export(value: Any) -> bool:
-    return is_otlp_export(value) or is_sdk_span(value)
+    """An export holding several records (spans, observations) to split, or one SDK span."""
+    return (is_otlp_export(value) or is_sdk_span(value) or langfuse.split(value) is not None
+            or langsmith.split(value) is not None)
+
+
+def is_trace_record(value: Any) -> bool:
+    return isinstance(value, SpanRecord) or langfuse.is_observation(value) or langsmith.is_run(value)
 
 
 def split(value: Any) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
     """(path, span, record) per span: a `SpanRecord`, or the error that stopped decoding it."""
+    observations = langfuse.split(value) or langsmith.split(value)
+    if observations is not None:
+        for path, observation in observations:
+            yield path, observation, observation
+        return
     if is_sdk_span(value):
         items: Iterator = iter([("$", value, value.get("resource") or {}, None)])
     else:
@@ -50,7 +62,15 @@ def dialect(record: SpanRecord) -> str | None:
     return None
 
 
-def parse(record: Any, shape: str | None = None) -> Conversation:
+def parse(record: Any, shape: str | None = None, *, fmt: str | None = None, strict: bool = False) -> Conversation:
+    if shape == langfuse.NAME or (shape is None and langfuse.is_observation(record)):
+        if not langfuse.is_observation(record):
+            raise ShapeError("not a Langfuse observation: expected {type, traceId, input/output}")
+        return langfuse.parse(record, fmt=fmt, strict=strict)
+    if shape == langsmith.NAME or (shape is None and langsmith.is_run(record)):
+        if not langsmith.is_run(record):
+            raise ShapeError("not a LangSmith run: expected {run_type, inputs, outputs}")
+        return langsmith.parse(record, strict=strict)
     if not isinstance(record, SpanRecord):
         raise ShapeError(f"not a span of a trace export (--shape {shape})")
     name = shape if shape in DIALECTS else dialect(record)
@@ -62,4 +82,5 @@ def parse(record: Any, shape: str | None = None) -> Conversation:
                      "attributes", path=f"{record.path}.attributes", code="not_a_model_call")
 
 
-__all__ = ["DIALECTS", "SpanRecord", "dialect", "is_trace_export", "parse", "span_bytes", "split"]
+__all__ = ["DIALECTS", "SHAPES", "SpanRecord", "dialect", "is_trace_export", "is_trace_record", "parse", "span_bytes",
+           "split"]

@@ -72,7 +72,7 @@ def parse_span(record: SpanRecord) -> Conversation:
         raise ParseError(f"span '{record.name}' holds no message content: content capture was off when it was "
                          "logged (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)", path=where,
                          code="content_not_captured")
-    tools = _tools(json_attribute(attrs, "gen_ai.tool.definitions", where), f"{where}['gen_ai.tool.definitions']")
+    tools = tool_list(json_attribute(attrs, "gen_ai.tool.definitions", where), f"{where}['gen_ai.tool.definitions']")
     return conversation(NAME, record, attrs, messages, system, tools, notes)
 
 
@@ -191,7 +191,9 @@ def _id(part: dict) -> str | None:
     return part["id"] if isinstance(part.get("id"), str) and part["id"] else None
 
 
-def _tools(value: Any, path: str) -> tuple[Tool, ...]:
+def tool_list(value: Any, path: str) -> tuple[Tool, ...]:
+    """Tool definitions as OTel writes them, OpenAI-shaped (`{"type": "function", "function": {...}}`) or
+    Anthropic-shaped (`input_schema`)."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -208,4 +210,4 @@ def _tools(value: Any, path: str) -> tuple[Tool, ...]:
     return tuple(out)
 
 
-__all__ = ["MODEL_CALLS", "NAME", "conversation", "is_genai_span", "parse_span", "part_block"]
+__all__ = ["MODEL_CALLS", "NAME", "conversation", "is_genai_span", "parse_span", "part_block", "tool_list"]
