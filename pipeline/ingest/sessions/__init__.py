@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from ...conversation import Conversation
 from ..readers import RawRecord
-from . import codex, gemini_cli
+from . import codex, gemini_cli, hf_sts
 
 
 class Source(NamedTuple):
@@ -24,6 +24,7 @@ SOURCES: tuple[Source, ...] = (
     Source(codex.NAME, codex.detect, codex.read_rollout, codex.CodexWindow, codex.to_conversation),
     Source(gemini_cli.NAME, gemini_cli.detect, gemini_cli.read_recording, gemini_cli.Recording,
            gemini_cli.to_conversation),
+    Source(hf_sts.NAME, hf_sts.detect, hf_sts.read_session, hf_sts.StsSession, hf_sts.to_conversation),
 )
 SHAPES = tuple(s.name for s in SOURCES)
 
