@@ -22,7 +22,7 @@ from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_recor
 from . import sessions
 from .sessions import claude_code
 
-INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".eval")
 # Logged streams (server-sent events or one chunk per line): each exchange in one is a record.
 STREAM_SUFFIXES = (".sse", ".txt", ".sse.gz", ".txt.gz")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import zipfile
 import sys
 from pathlib import Path
 
@@ -64,6 +65,9 @@ def _records_in_data() -> int:
         elif path.suffix == ".json":
             value = json.loads(path.read_text())
             total += len(value) if isinstance(value, list) else 1
+        elif path.suffix == ".eval":  # an inspect_ai log: one record per sample entry of the zip
+            with zipfile.ZipFile(path) as archive:
+                total += sum(n.startswith("samples/") for n in archive.namelist())
         elif path.suffix == ".sse":
             total += path.read_text().count("event: message_start")  # one response per exchange
     return total

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from ...conversation import Conversation
 from ..readers import RawRecord
-from . import codex, gemini_cli, hf_sts
+from . import codex, gemini_cli, hf_sts, inspect_ai
 
 
 class Source(NamedTuple):
@@ -25,6 +25,8 @@ SOURCES: tuple[Source, ...] = (
     Source(gemini_cli.NAME, gemini_cli.detect, gemini_cli.read_recording, gemini_cli.Recording,
            gemini_cli.to_conversation),
     Source(hf_sts.NAME, hf_sts.detect, hf_sts.read_session, hf_sts.StsSession, hf_sts.to_conversation),
+    Source(inspect_ai.NAME, inspect_ai.detect, inspect_ai.read_log, inspect_ai.InspectSample,
+           inspect_ai.to_conversation),
 )
 SHAPES = tuple(s.name for s in SOURCES)
 
