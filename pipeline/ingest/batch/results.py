@@ -102,6 +102,7 @@ def _anthropic(value: BatchResult) -> dict:
     if kind == "errored":
         error = result.get("error") or {}
         inner = error.get("error", error) if isinstance(error, dict) else {}
+        inner = inner if isinstance(inner, dict) else {}
         raise ParseError(f"the batch request errored ({inner.get('type', 'error')}): {str(inner.get('message'))[:200]}",
                          path="$.result.error", code="batch_errored")
     if kind in ("canceled", "expired"):

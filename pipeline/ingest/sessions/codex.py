@@ -53,7 +53,7 @@ def detect(path: str | Path) -> bool:
     if not str(path).endswith((".jsonl", ".jsonl.gz")):
         return False
     head = first_objects(path, 2)
-    return bool(head) and head[0].get("type") in LINE_TYPES and isinstance(head[0].get("payload"), dict)
+    return bool(head) and str(head[0].get("type")) in LINE_TYPES and isinstance(head[0].get("payload"), dict)
 
 
 class _Reader:
@@ -74,6 +74,7 @@ class _Reader:
 
     def line(self, number: int, value: dict) -> Iterator[RawRecord]:
         kind, payload = value.get("type"), value.get("payload")
+        kind = kind if isinstance(kind, str) else None
         if self.timestamp is None and isinstance(value.get("timestamp"), str):
             self.timestamp = value["timestamp"]
         if kind in LINE_TYPES and not isinstance(payload, dict):

@@ -139,16 +139,17 @@ def to_conversation(recording: Recording, *, strict: bool = False) -> Conversati
     models: list[str] = []
     thoughts = results = 0
     for i, record in enumerate(recording.messages):
-        kind = record.get("type")
+        kind = record.get("type") if isinstance(record.get("type"), str) else None
+        record_id = record.get("id") if isinstance(record.get("id"), str) else None
         path = f"$.messages[{i}]"
         if kind in _NOTICES or kind not in MESSAGE_TYPES:
             skipped[str(kind)] += 1
             if kind not in MESSAGE_TYPES:
-                notes.append(f"message {record.get('id')} (line {recording.lines.get(record.get('id'), '?')}) of "
+                notes.append(f"message {record_id} (line {recording.lines.get(record_id or '', '?')}) of "
                              f"unknown type {kind!r} skipped")
             continue
         content = _content(record.get("content"), f"{path}.content")
-        origin = {NAME: {k: v for k, v in (("id", record.get("id")), ("line", recording.lines.get(record.get("id"))),
+        origin = {NAME: {k: v for k, v in (("id", record_id), ("line", recording.lines.get(record_id or "")),
                                           ("timestamp", record.get("timestamp")), ("tokens", record.get("tokens")))
                          if v is not None}}
         if kind == "user":

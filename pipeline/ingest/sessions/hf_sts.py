@@ -75,7 +75,7 @@ def to_conversation(session: StsSession, *, strict: bool = False) -> Conversatio
     for i, (line, item) in enumerate(session.messages):
         path = f"$.messages[{i}]"
         role = item.get("role")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise ParseError(f"line {line}: unknown role {role!r}; known: {', '.join(sorted(_ROLES))}",
                              path=f"{path}.role")
         content = item.get("content")

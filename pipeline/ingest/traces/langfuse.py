@@ -26,7 +26,7 @@ TYPES = frozenset({"GENERATION", "SPAN", "EVENT", "AGENT", "TOOL", "CHAIN", "RET
 
 
 def is_observation(value: Any) -> bool:
-    return (isinstance(value, dict) and value.get("type") in TYPES and "traceId" in value
+    return (isinstance(value, dict) and isinstance(value.get("type"), str) and value["type"] in TYPES and "traceId" in value
             and ("input" in value or "output" in value))
 
 
@@ -107,7 +107,10 @@ def _answer(value: Any) -> dict | None:
         return {"role": "assistant", "content": value}
     if isinstance(value, dict):
         if isinstance(value.get("choices"), list) and value["choices"]:  # a whole Chat Completions response
-            value = value["choices"][0].get("message") or {}
+            choice = value["choices"][0]
+            value = choice.get("message") if isinstance(choice, dict) else None
+            if not isinstance(value, dict):
+                raise ParseError("the output's first choice has no message", path="$.output.choices[0]")
         return {"role": "assistant", **{k: v for k, v in value.items() if k != "role"}}
     raise ParseError("the generation's output is neither a message, content blocks nor text", path="$.output")
 

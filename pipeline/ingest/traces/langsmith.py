@@ -78,7 +78,8 @@ def parse(run: dict, *, strict: bool = False) -> Conversation:
     extra = run.get("extra") if isinstance(run.get("extra"), dict) else {}
     params = extra.get("invocation_params") if isinstance(extra.get("invocation_params"), dict) else {}
     tools = tool_list(params.get("tools"), "$.extra.invocation_params.tools") if params.get("tools") else ()
-    model = params.get("model") or params.get("model_name") or (extra.get("metadata") or {}).get("ls_model_name")
+    metadata = extra.get("metadata") if isinstance(extra.get("metadata"), dict) else {}
+    model = params.get("model") or params.get("model_name") or metadata.get("ls_model_name")
     ids = {k: str(run[k]) for k in ("id", "trace_id", "parent_run_id", "name", "session_id") if run.get(k)}
     return Conversation(messages=tuple(messages), system=tuple(system), tools=tools, meta=Meta(
         provider=NAME, shape=NAME, model=model if isinstance(model, str) else None,
@@ -103,10 +104,14 @@ def _message(item: Any, calls: Calls, path: str) -> tuple[str, Message]:
     if not isinstance(item, dict):
         raise ParseError("a message must be an object", path=path)
     if item.get("lc") == 1 and isinstance(item.get("id"), list) and item["id"]:
-        kind, fields, where = str(item["id"][-1]).removesuffix("Chunk"), item.get("kwargs") or {}, f"{path}.kwargs"
+        kind, fields, where = str(item["id"][-1]).removesuffix("Chunk"), item.get("kwargs"), f"{path}.kwargs"
+        if not isinstance(fields, dict):
+            raise ParseError("a serialized message needs 'kwargs' as an object", path=where)
     else:
         kind, fields, where = item.get("type") or item.get("role"), item, path
-    role = _ROLES.get(kind) if kind != "ChatMessage" else _ROLES.get(fields.get("role"))
+    if kind == "ChatMessage":
+        kind = fields.get("role")
+    role = _ROLES.get(kind) if isinstance(kind, str) else None
     if role is None:
         raise ParseError(f"unknown message type {kind!r}; known: {', '.join(k for k in _ROLES if k[0].isupper())}",
                          path=where)
@@ -114,9 +119,13 @@ def _message(item: Any, calls: Calls, path: str) -> tuple[str, Message]:
     if role == "tool":
         call_id = fields.get("tool_call_id") if isinstance(fields.get("tool_call_id"), str) else None
         is_error = fields.get("status") == "error"
-        return role, Message("tool", (calls.result(call_id, blocks, is_error=is_error, name=fields.get("name")),))
+        name = fields.get("name") if isinstance(fields.get("name"), str) else None
+        return role, Message("tool", (calls.result(call_id, blocks, is_error=is_error, name=name),))
     if role == "assistant":
-        for j, call in enumerate(fields.get("tool_calls") or []):
+        tool_calls = fields.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise ParseError("'tool_calls' must be an array", path=f"{where}.tool_calls")
+        for j, call in enumerate(tool_calls):
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                 raise ParseError("a tool call needs a 'name'", path=f"{where}.tool_calls[{j}]")
             blocks.append(calls.call(call["name"], call.get("args"), call.get("id") if isinstance(call.get("id"), str) else None))
@@ -138,11 +147,15 @@ def _content(value: Any, path: str) -> Iterator:
         elif kind == "text":
             yield Text(str(block.get("text", "")))
         elif kind == "thinking":
-            yield Reasoning(text=block.get("thinking"), signature=block.get("signature"), origin="anthropic")
+            yield Reasoning(text=_str(block.get("thinking")), signature=_str(block.get("signature")), origin="anthropic")
         elif kind == "image_url":
             url = block["image_url"].get("url") if isinstance(block.get("image_url"), dict) else block.get("image_url")
-            yield media("image", None, url=url)
+            yield media("image", None, url=url if isinstance(url, str) else None)
         elif kind in ("tool_use", "function_call"):
             continue  # the same call is in tool_calls, with its id
         else:
             raise ParseError(f"unknown content block type {kind!r}", path=f"{path}[{k}]")
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

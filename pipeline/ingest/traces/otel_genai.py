@@ -47,7 +47,7 @@ def parse_span(record: SpanRecord) -> Conversation:
             attrs.update({k: v for k, v in event_attrs.items() if k not in attrs})
     where = f"{record.path}.attributes"
     operation = attrs.get("gen_ai.operation.name")
-    if operation is not None and operation not in MODEL_CALLS:
+    if operation is not None and (not isinstance(operation, str) or operation not in MODEL_CALLS):
         raise ParseError(f"span '{record.name}' is a '{operation}' operation, not a model call "
                          f"({', '.join(sorted(MODEL_CALLS))})", path=f"{where}['gen_ai.operation.name']",
                          code="not_a_model_call")
@@ -131,7 +131,7 @@ def _messages(value: Any, calls: Calls, path: str) -> tuple[list[Message], tuple
         where = f"{path}[{i}]"
         if not isinstance(item, dict):
             raise ParseError("a message must be an object with 'role' and 'parts'", path=where)
-        role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+        role = _ROLES.get(item["role"]) if isinstance(item.get("role"), str) else None
         if role is None:
             raise ParseError(f"unknown role {item.get('role')!r}; known: {', '.join(_ROLES)}", path=f"{where}.role")
         parts = item.get("parts")

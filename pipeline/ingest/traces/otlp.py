@@ -10,6 +10,7 @@ The protobuf JSON mapping accepts both lowerCamelCase and the proto field names:
 from __future__ import annotations
 
 import base64
+import binascii
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
@@ -76,7 +77,10 @@ def any_value(value: Any, path: str) -> Any:
             return key_values((value[key] or {}).get("values") or [], f"{path}.{key}.values")
     for key in ("bytesValue", "bytes_value"):
         if key in value:
-            return base64.b64decode(value[key]).hex() if isinstance(value[key], str) else None
+            try:
+                return base64.b64decode(value[key], validate=True).hex()
+            except (binascii.Error, TypeError, ValueError):
+                raise ParseError("bytesValue is not base64", path=f"{path}.{key}", code="invalid_attribute") from None
     raise ParseError(f"unknown AnyValue kind {sorted(value)}", path=path, code="invalid_attribute")
 
 
@@ -96,18 +100,23 @@ def key_values(items: Any, path: str) -> dict[str, Any]:
 def iter_spans(export: dict) -> Iterator[tuple[str, dict, dict, str | None]]:
     """(path, span, resource, scope name) for every span of an OTLP export, in order. The resource and
     scope stay undecoded here: a broken one fails its spans' records, not the reader."""
-    for ri, rs in enumerate(_get(export, "resourceSpans", "resource_spans") or []):
+    for ri, rs in enumerate(_list(_get(export, "resourceSpans", "resource_spans"))):
         if not isinstance(rs, dict):
-            continue
+            continue  # malformed containers hold no spans; a malformed span is a record and fails alone
         resource = rs.get("resource") if isinstance(rs.get("resource"), dict) else {}
-        for si, ss in enumerate(_get(rs, "scopeSpans", "scope_spans") or _get(rs, "instrumentationLibrarySpans",
-                                                                             "instrumentation_library_spans") or []):
+        scopes = _list(_get(rs, "scopeSpans", "scope_spans")) or _list(_get(rs, "instrumentationLibrarySpans",
+                                                                             "instrumentation_library_spans"))
+        for si, ss in enumerate(scopes):
             if not isinstance(ss, dict):
                 continue
             scope = ss.get("scope") or ss.get("instrumentationLibrary") or {}
-            name = scope.get("name") if isinstance(scope, dict) else None
-            for pi, span in enumerate(ss.get("spans") or []):
+            name = scope.get("name") if isinstance(scope, dict) and isinstance(scope.get("name"), str) else None
+            for pi, span in enumerate(_list(ss.get("spans"))):
                 yield f"$.resourceSpans[{ri}].scopeSpans[{si}].spans[{pi}]", span, resource, name
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def span_record(span: Any, resource: dict, scope: str | None, path: str) -> SpanRecord:
@@ -116,11 +125,11 @@ def span_record(span: Any, resource: dict, scope: str | None, path: str) -> Span
         raise ParseError("a span must be an object", path=path)
     attributes = key_values(span.get("attributes") or [], f"{path}.attributes")
     events = []
-    for i, event in enumerate(span.get("events") or []):
+    for i, event in enumerate(_list(span.get("events"))):
         if isinstance(event, dict):
             events.append((str(event.get("name") or ""), key_values(event.get("attributes") or [],
                                                                     f"{path}.events[{i}].attributes")))
-    res = key_values(resource.get("attributes") or [], f"{path}<resource>.attributes") if resource else {}
+    res = key_values(resource.get("attributes") or [], "$.resource.attributes") if resource else {}
     return SpanRecord(span=span, attributes=attributes, events=events, resource=res, scope=scope, path=path)
 
 
