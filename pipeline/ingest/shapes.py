@@ -22,7 +22,7 @@ from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_recor
 from . import sessions
 from .sessions import claude_code
 
-INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".eval")
+INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".eval", ".binpb")
 # Logged streams (server-sent events or one chunk per line): each exchange in one is a record.
 STREAM_SUFFIXES = (".sse", ".txt", ".sse.gz", ".txt.gz")
 
@@ -177,6 +177,10 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
             continue
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
+            continue
+        if traces.otlp_proto.detect(path):
+            for raw in traces.otlp_proto.read_messages(path, max_record_bytes):
+                yield from expand(raw)
             continue
         session = sessions.source_for(path, shape)
         if session is not None:

@@ -47,7 +47,16 @@ def _records_in_data() -> int:
     one per batch result (the batch requests files are their index)."""
     total = 0
     for path in sorted(DATA.rglob("*")):
-        if path.parent.name == "batch":
+        if path.suffix == ".binpb":  # length-prefixed OTLP protobuf messages
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+            data, offset = path.read_bytes(), 0
+            while offset < len(data):
+                size = int.from_bytes(data[offset:offset + 4], "big")
+                message = ExportTraceServiceRequest.FromString(data[offset + 4:offset + 4 + size])
+                total += sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+                offset += 4 + size
+        elif path.parent.name == "batch":
             if path.suffix == ".jsonl":
                 lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
                 total += sum(1 for line in lines if "result" in line or "response" in line)

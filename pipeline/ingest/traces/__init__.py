@@ -10,7 +10,7 @@ import orjson
 
 from ...conversation import Conversation
 from ...errors import ParseError, ShapeError, SftprepError
-from . import langfuse, langsmith, openinference, otel_genai
+from . import langfuse, langsmith, openinference, otel_genai, otlp_proto
 from .otlp import SpanRecord, is_otlp_export, is_sdk_span, iter_spans, span_record
 
 DIALECTS = (otel_genai.NAME, openinference.NAME)
@@ -74,6 +74,10 @@ def parse(record: Any, shape: str | None = None, *, fmt: str | None = None, stri
     if not isinstance(record, SpanRecord):
         raise ShapeError(f"not a span of a trace export (--shape {shape})")
     name = shape if shape in DIALECTS else dialect(record)
+    status = record.span.get("status")
+    if name is not None and isinstance(status, dict) and status.get("code") in (2, "STATUS_CODE_ERROR", "ERROR"):
+        raise ParseError(f"span '{record.name}' ended with an error status: {str(status.get('message') or '')[:200]}",
+                         path=f"{record.path}.status", code="failed_generation")
     if name == otel_genai.NAME:
         return otel_genai.parse_span(record)
     if name == openinference.NAME:

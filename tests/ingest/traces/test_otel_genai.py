@@ -138,6 +138,15 @@ def test_bad_spans_are_rejected_with_a_reason(tmp_path, attributes, code):
     assert parsed.error.path.startswith("$.resourceSpans[0].scopeSpans[0].spans[0]")
 
 
+def test_error_status_is_a_failed_call(tmp_path):
+    export = _export([_s("gen_ai.operation.name", "chat"),
+                      _s("gen_ai.input.messages", json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]))])
+    export["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["status"] = {"code": 2, "message": "429 Too Many Requests"}
+    [parsed] = _parse(tmp_path, export)
+    assert (parsed.error.code, parsed.error.path) == ("failed_generation", "$.resourceSpans[0].scopeSpans[0].spans[0].status")
+    assert "429 Too Many Requests" in parsed.error.message
+
+
 def test_sdk_span_json_and_shape_override(tmp_path):
     """The SDKs' `ReadableSpan.to_json()` form: attributes as a plain dict."""
     span = {"name": "chat m", "context": {"trace_id": "0x" + "ab" * 16, "span_id": "0x" + "cd" * 8},
