@@ -92,3 +92,19 @@ def test_otlp_exports_split_and_parse_with_project_errors_only(value):
             parse_record(raw.value, raw.source)
         except SftprepError:
             pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_otlp, _dicts)
+def test_otlp_log_exports_split_and_parse_with_project_errors_only(value, body):
+    from pipeline.ingest import RawRecord, expand
+
+    logs = [{"eventName": "gen_ai.choice", "traceId": "a", "spanId": "b", "body": value},
+            {"eventName": "gen_ai.user.message", "traceId": "a", "spanId": "b", "body": {"kvlistValue": {"values": [
+                {"key": k, "value": {"stringValue": str(v)}} for k, v in body.items()]}}}, value]
+    for raw in expand(RawRecord("fuzz.jsonl:1", {"resourceLogs": [{"scopeLogs": [{"logRecords": logs}]}, value]})):
+        if raw.error is None:
+            try:
+                parse_record(raw.value, raw.source)
+            except SftprepError:
+                pass

@@ -38,6 +38,11 @@ def _trace_records(export: dict) -> int:
         return sum(len(ss["spans"]) for rs in export["resourceSpans"] for ss in rs["scopeSpans"])
     if "observations" in export:
         return len(export["observations"])
+    if "resourceLogs" in export:  # one record per span's GenAI events, one for all the other log records
+        logs = [log for rl in export["resourceLogs"] for sl in rl["scopeLogs"] for log in sl["logRecords"]]
+        named = [log for log in logs if log.get("eventName", "").startswith("gen_ai.")
+                 or any(a["key"] == "event.name" for a in log.get("attributes", []))]
+        return len({(log["traceId"], log["spanId"]) for log in named}) + (len(named) < len(logs))
     return 1 + sum(_trace_records(child) for child in export.get("child_runs") or [])
 
 

@@ -10,7 +10,7 @@ import orjson
 
 from ...conversation import Conversation
 from ...errors import ParseError, ShapeError, SftprepError
-from . import langfuse, langsmith, openinference, otel_genai, otlp_proto
+from . import langfuse, langsmith, openinference, otel_genai, otlp_logs, otlp_proto
 from .otlp import SpanRecord, is_otlp_export, is_sdk_span, iter_spans, span_record
 
 DIALECTS = (otel_genai.NAME, openinference.NAME)
@@ -19,7 +19,8 @@ SHAPES = (*DIALECTS, langfuse.NAME, langsmith.NAME)
 
 def is_trace_export(value: Any) -> bool:
     """An export holding several records (spans, observations) to split, or one SDK span."""
-    return (is_otlp_export(value) or is_sdk_span(value) or langfuse.split(value) is not None
+    return (is_otlp_export(value) or is_sdk_span(value) or otlp_logs.is_log_export(value)
+            or langfuse.split(value) is not None
             or langsmith.split(value) is not None)
 
 
@@ -29,6 +30,9 @@ def is_trace_record(value: Any) -> bool:
 
 def split(value: Any) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
     """(path, span, record) per span: a `SpanRecord`, or the error that stopped decoding it."""
+    if otlp_logs.is_log_export(value):
+        yield from otlp_logs.split(value)
+        return
     observations = langfuse.split(value) or langsmith.split(value)
     if observations is not None:
         for path, observation in observations:

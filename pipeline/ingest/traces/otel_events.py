@@ -28,7 +28,7 @@ def messages_from_events(record: SpanRecord, calls: Calls) -> tuple[tuple, list[
     for i, (name, attrs) in enumerate(record.events):
         if name not in EVENT_NAMES:
             continue
-        path = f"{record.path}.events[{i}].attributes"
+        path = record.event_paths[i] if record.event_paths else f"{record.path}.events[{i}].attributes"
         fields = _fields(attrs, path)
         if name == "gen_ai.choice":
             choices += 1

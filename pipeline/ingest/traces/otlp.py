@@ -28,6 +28,7 @@ class SpanRecord:
     resource: dict[str, Any] = field(default_factory=dict)  # decoded resource attributes
     scope: str | None = None  # the instrumentation scope's name
     path: str = "$"  # where the span sits in its export
+    event_paths: list[str] | None = None  # where each event sits, when the events are log records
 
     @property
     def name(self) -> str:
@@ -70,11 +71,11 @@ def any_value(value: Any, path: str) -> Any:
                                  code="invalid_attribute") from None
     for key in ("arrayValue", "array_value"):
         if key in value:
-            items = (value[key] or {}).get("values") or []
+            items = _values(value[key], f"{path}.{key}")
             return [any_value(v, f"{path}.{key}.values[{i}]") for i, v in enumerate(items)]
     for key in ("kvlistValue", "kvlist_value"):
         if key in value:
-            return key_values((value[key] or {}).get("values") or [], f"{path}.{key}.values")
+            return key_values(_values(value[key], f"{path}.{key}"), f"{path}.{key}.values")
     for key in ("bytesValue", "bytes_value"):
         if key in value:
             try:
@@ -82,6 +83,16 @@ def any_value(value: Any, path: str) -> Any:
             except (binascii.Error, TypeError, ValueError):
                 raise ParseError("bytesValue is not base64", path=f"{path}.{key}", code="invalid_attribute") from None
     raise ParseError(f"unknown AnyValue kind {sorted(value)}", path=path, code="invalid_attribute")
+
+
+def _values(container: Any, path: str) -> list:
+    """The `values` of an ArrayValue or KeyValueList (empty ones may be written as {} or left out)."""
+    items = container.get("values") if isinstance(container, dict) else None if container is None else container
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ParseError("expected {\"values\": [...]}", path=path, code="invalid_attribute")
+    return items
 
 
 def key_values(items: Any, path: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pipeline.ingest import iter_parsed
 from source_run import blocks, paired, sftprep_run
 
 SAMPLE = ROOT / "data" / "traces" / "otel_genai.jsonl"
+LOGS = ROOT / "data" / "traces" / "otel_genai_logs.jsonl"  # the older events as OTLP log records
 SPANS = "#resourceSpans[0].scopeSpans[0].spans"
 
 
@@ -88,6 +89,34 @@ def test_older_event_form(run):
     assert blocks(conv["messages"][3]) == [("text", "120 EUR is about 19,874 JPY.")]
     assert paired(conv)
     assert conv["meta"]["model"] == "claude-sonnet-4-5"
+
+
+def test_older_events_as_log_records(tmp_path):
+    """OTLP JSON logs (opentelemetry-proto logs/v1 LogsData): one conversation per span's GenAI events."""
+    run = sftprep_run(tmp_path, LOGS)
+    records = run.stats["records"]
+    assert (records["read"], records["written"], records["rejected"]) == (3, 2, 1)
+    [other] = run.rejects
+    assert (other["code"], other["path"]) == ("not_a_model_call", "$.resourceLogs[0].scopeLogs[0].logRecords[3]")
+    first, second = (r["conversation"] for r in run.rows)
+    assert first["system"] == [{"type": "text", "text": "You quote prices from the catalogue."}]
+    assert blocks(first["messages"][1]) == [("tool_call", "lookup_price", {"sku": "B-12"}, "call_p1")]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert blocks(second["messages"][2]) == [("tool_result", "call_p1", ["B-12: 18.50 EUR"], False)]
+    assert blocks(second["messages"][3]) == [("text", "B-12 costs 18.50 EUR.")]
+    assert paired(second)
+    assert (second["extras"]["otel-genai"]["span_id"], second["extras"]["otel-genai"]["service"]) == \
+        ("00f067aa0ba902b8", "price-bot")
+    assert first["meta"]["created"] == "2026-01-09T12:00:00.000Z"
+
+
+def test_log_event_with_broken_json_names_its_log_record(tmp_path):
+    body = {"kvlistValue": {"values": [{"key": "message", "value": {"stringValue": "{cut"}}]}}
+    log = {"eventName": "gen_ai.choice", "traceId": "a", "spanId": "b", "body": body}
+    export = {"resourceLogs": [{"scopeLogs": [{"logRecords": [log]}]}]}
+    [parsed] = _parse(tmp_path, export)
+    assert (parsed.error.code, parsed.error.path) == ("invalid_attribute_json",
+                                                      "$.resourceLogs[0].scopeLogs[0].logRecords[0].body.message")
 
 
 def _export(attributes: list[dict], events: list | None = None) -> dict:
