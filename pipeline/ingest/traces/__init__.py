@@ -25,11 +25,13 @@ def is_trace_export(value: Any) -> bool:
 
 
 def is_trace_record(value: Any) -> bool:
-    return isinstance(value, SpanRecord) or langfuse.is_observation(value) or langsmith.is_run(value)
+    return (isinstance(value, (SpanRecord, otlp_logs.OtherLogs)) or langfuse.is_observation(value)
+            or langsmith.is_run(value))
 
 
-def split(value: Any) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
-    """(path, span, record) per span: a `SpanRecord`, or the error that stopped decoding it."""
+def split(value: Any) -> Iterator[tuple[str, Any, Any]]:
+    """(path, as exported, record) per record of an export: a `SpanRecord`, an observation or run, the
+    other log records of a log export, or the error that stopped decoding one."""
     if otlp_logs.is_log_export(value):
         yield from otlp_logs.split(value)
         return
@@ -75,6 +77,8 @@ def parse(record: Any, shape: str | None = None, *, fmt: str | None = None, stri
         if not langsmith.is_run(record):
             raise ShapeError("not a LangSmith run: expected {run_type, inputs, outputs}")
         return langsmith.parse(record, strict=strict)
+    if isinstance(record, otlp_logs.OtherLogs):
+        raise record.reject()
     if not isinstance(record, SpanRecord):
         raise ShapeError(f"not a span of a trace export (--shape {shape})")
     name = shape if shape in DIALECTS else dialect(record)

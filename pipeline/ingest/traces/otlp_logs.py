@@ -7,11 +7,24 @@ not a model call, so that every log record is accounted for."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ...errors import ParseError, SftprepError
 from .otel_events import EVENT_NAMES
 from .otlp import SpanRecord, any_value, key_values
+
+
+@dataclass
+class OtherLogs:
+    """The log records of an export that are no GenAI message events: one record, rejected at parse."""
+
+    paths: list[str]
+
+    def reject(self) -> ParseError:
+        shown = ", ".join(self.paths[:3]) + (", ..." if len(self.paths) > 3 else "")
+        return ParseError(f"{len(self.paths)} log record(s) of this export are no GenAI message events ({shown})",
+                          path=self.paths[0], code="not_a_model_call")
 
 
 def is_log_export(value: Any) -> bool:
@@ -22,7 +35,7 @@ def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def split(export: dict) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
+def split(export: dict) -> Iterator[tuple[str, Any, SpanRecord | OtherLogs | SftprepError]]:
     groups: dict[tuple[str, str], dict] = {}
     others: list[str] = []
     for ri, rl in enumerate(_list(export.get("resourceLogs", export.get("resource_logs")))):
@@ -58,9 +71,7 @@ def split(export: dict) -> Iterator[tuple[str, Any, SpanRecord | SftprepError]]:
                                               events=group["events"], resource=resource, scope=scope,
                                               path=group["path"], event_paths=group["paths"])
     if others:
-        yield others[0], {"logRecords": others}, ParseError(
-            f"{len(others)} log record(s) of this export are no GenAI message events ({', '.join(others[:3])}"
-            f"{', ...' if len(others) > 3 else ''})", path=others[0], code="not_a_model_call")
+        yield others[0], {"logRecords": others}, OtherLogs(others)
 
 
 def _event(log: Any, path: str) -> tuple[str | None, dict]:
