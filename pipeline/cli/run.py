@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..api import run_job
+from ..ingest import INPUT_FORMATS, RECORD_SHAPES
 from ..run import load_config
 from .common import EXIT_OK
 
@@ -20,9 +21,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--format", dest="out_format", choices=["parquet", "jsonl"], help="data file format")
     run.add_argument("--workers", type=int, help="worker processes (0: all cores)")
     run.add_argument("--engine", choices=["local", "ray"], help="execution engine")
-    run.add_argument("--quiet", action="store_true", help="no progress output")
-    run.add_argument("--from", dest="fmt", help="source format (default: detect; input.format)")
-    run.add_argument("--shape", help="record shape or log source (default: detect; input.shape)")
+    run.add_argument("--quiet", action="store_true", help="print only the one-line summary")
+    run.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
+    run.add_argument("--shape", choices=list(RECORD_SHAPES), help="record shape or log source (default: detect)")
     run.set_defaults(handler=handle)
 
 
@@ -34,7 +35,7 @@ def handle(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     result = run_job(config, progress=False if args.quiet else None)
     stats = result.stats
-    if result.report is not None:
+    if result.report is not None and not args.quiet:
         from rich.console import Console
 
         from ..qa import render_terminal
