@@ -6,15 +6,15 @@ import argparse
 import sys
 
 from ..api import run_job
-from ..ingest import INPUT_FORMATS, RECORD_SHAPES
 from ..run import load_config
-from .common import EXIT_OK
+from .common import EXIT_OK, add_source_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a job: transcripts in, training set out")
     run.add_argument("config", nargs="?", help="job config (TOML); default: all defaults")
     run.add_argument("--input", action="append", help="input path, glob or directory (repeatable)")
+    add_source_options(run)
     run.add_argument("--output", help="output directory")
     run.add_argument("--template", help="chat template name or .jinja file")
     run.add_argument("--tokenizer", help="tokenizer name, tokenizer.json or directory")
@@ -22,16 +22,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--workers", type=int, help="worker processes (0: all cores)")
     run.add_argument("--engine", choices=["local", "ray"], help="execution engine")
     run.add_argument("--quiet", action="store_true", help="print only the one-line summary")
-    run.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
-    run.add_argument("--shape", choices=list(RECORD_SHAPES), help="record shape or log source (default: detect)")
     run.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     overrides = {key: value for key, value in (
-        ("input.paths", args.input), ("output.dir", args.output), ("render.template", args.template),
+        ("input.paths", args.input), ("input.format", args.fmt), ("input.shape", args.shape),
+        ("output.dir", args.output), ("render.template", args.template),
         ("render.tokenizer", args.tokenizer), ("output.format", args.out_format), ("run.workers", args.workers),
-        ("run.engine", args.engine), ("input.format", args.fmt), ("input.shape", args.shape)) if value is not None}
+        ("run.engine", args.engine)) if value is not None}
     config = load_config(args.config, overrides)
     result = run_job(config, progress=False if args.quiet else None)
     stats = result.stats
