@@ -41,6 +41,7 @@ SCHEMA = with_features(pa.schema([
     ("issues", pa.string()),  # JSON: warnings the record kept
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
     ("export", pa.string()),  # JSON: the [convert] target body, or null
+    ("reasoning_row", pa.string()),  # JSON under past_reasoning="expand": case, row, rows, messages, trained
 ]))
 # Derived from a row's ids and mask when the row does not carry them.
 _DERIVED = ("labels", "attention_mask")
