@@ -12,7 +12,7 @@ from typing import Sequence
 from ..conversation import Conversation
 from ..errors import ConfigError
 from ..suggest import did_you_mean
-from . import chatml, harmony, llama3
+from . import chatml, harmony, llama3, mistral, qwen3
 from ._roundtrip import check_parse_back
 from .engine import check_fit
 from .engine import render as _render
@@ -22,9 +22,11 @@ from .tokenizers import Tokenizer, load_tokenizer
 
 FAMILIES: dict[str, Family] = {
     "chatml": chatml.FAMILY,
+    "qwen3": qwen3.FAMILY,
     "llama3": llama3.FAMILY,
     "harmony": harmony.FAMILY,
     "harmony-jinja": harmony.JINJA_FAMILY,
+    "mistral": mistral.FAMILY,
 }
 
 _templates: dict[str, Template] = {}

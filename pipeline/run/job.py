@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,10 @@ from .item import Item
 from .local import Workers
 from .progress import Progress
 from .stages import Context
+from .split import Outputs
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
+from .writers import JsonlFile, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -40,11 +42,15 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     out = ensure_dir(config.output.dir)
     config = resolved(config)
     ctx = Context(config)
-    ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
+    renderer = ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
     clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
 
     stats = Stats()
-    writer = ShardWriter(out, config.output.format, config.output.shard_size)
+    encoder = renderer.tokenizer.segment_encoder
+    stats.tally("tokenizer_backend", encoder.fast.name if encoder.fast is not None else "hf")
+    if encoder.fast is None and config.render.tokenizer_backend == "auto":
+        print(f"sftprep run: {renderer.backend_note}", file=sys.stderr)
+    writer = Outputs(out, config)  # data shards per split, and the [export] files
     rejects = JsonlFile(out / "rejects.jsonl")
     filtered = JsonlFile(out / "filtered.jsonl")
     # digest -> the source first written with it; None: shape.dedup is off
@@ -82,6 +88,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     if near is not None:
         near.file.close()
     stats.tally("output", "shards", len(shards))
+    for key, count in writer.counts.items():
+        stats.tally("export", key, count)
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
@@ -134,7 +142,7 @@ class _NearDedup:
         return kept
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile],
+def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile],
             seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:
@@ -168,6 +176,8 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFil
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
+    for row in item.extra_rows:
+        writer.write(row)
     stats.stages["write"].passed += 1
     for group, key in item.tallies:
         stats.tally(group, key)

@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 import orjson
+from msgspec import structs
 from msgspec.structs import replace
 
 from ..conversation import Conversation, ToolCall, ToolResult, iter_blocks
 from ..errors import ConfigError, SftprepError
-from ..ledger import Ledger
 from .config import RenderConfig, ShapeConfig
-from .export import TARGET as EXPORT_TARGET
-from .export import to_messages
+from .exports import build as build_exports
+from .exports import rendered_chat
 from .item import conversation_json, drop
 
 
@@ -27,20 +27,25 @@ def render_settings(config: RenderConfig):
     except ValueError:
         raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
                           code="bad_config") from None
-    return MaskPolicy.parse(config.mask), RenderOptions(now=now, calls=config.calls)
+    return MaskPolicy.parse(config.mask), RenderOptions(now=now, calls=config.calls,
+                                                        past_reasoning=config.past_reasoning)
 
 
 class Renderer:
     """Loaded once per worker: the template and tokenizer are the expensive part."""
 
-    def __init__(self, config: RenderConfig):
+    def __init__(self, config: RenderConfig, export_formats: list[str] = ()):
         from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
 
         self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer))
         self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
+        # What encodes the pieces, and why (a sentence: the run prints it when auto keeps HF).
+        self.backend_note = self.tokenizer.segment_encoder.use_backend(config.tokenizer_backend,
+                                                                       config.tokenizer_check_every)
         self.template = load_template(config.template, self.tokenizer)
         check_fit(self.template, self.tokenizer)  # before any record: a misfit would reject them all
         self.mask, self.options = render_settings(config)
+        self.export_formats = list(export_formats)
 
     def render(self, conv: Conversation):
         return self.render_buffers(conv)[0]
@@ -68,8 +73,37 @@ class Renderer:
             return drop(item, "render", "too_short", f"{len(rendered.input_ids)} tokens < min_tokens")
         if not any(rendered.loss_mask):
             return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
+        if self.options.past_reasoning == "expand":
+            return self._expanded(item, conv, shape)
         item.ledger.extend(rendered.ledger)
         item.rendered = self.row(item, conv, rendered, buffers)
+        return item
+
+    def _expanded(self, item, conv: Conversation, shape: ShapeConfig):
+        """past_reasoning="expand": the item's rows (the first in `rendered`, the rest in `extra_rows`),
+        each saying which case applied. A row over max_tokens filters the whole item (no row is cut)."""
+        from ..render.expand import expand
+
+        rows = [r for r in expand(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
+                if any(r.rendered.loss_mask)]
+        if not rows:
+            return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
+        longest = max(len(r.rendered.input_ids) for r in rows)
+        if shape.max_tokens and longest > shape.max_tokens:
+            return drop(item, "render", "too_long", f"an expanded row has {longest} tokens > max_tokens")
+        base_ledger = list(item.ledger)
+        out = []
+        for k, r in enumerate(rows):
+            item.ledger = base_ledger + list(r.rendered.ledger)
+            row = self.row(item, structs.replace(conv, messages=conv.messages[:r.messages]), r.rendered,
+                           list(r.buffers))
+            row["reasoning_row"] = _json({"case": r.case, "row": k, "rows": len(rows), "messages": r.messages,
+                                          "trained": list(r.trained)})
+            if r.case == "prefix":
+                row["id"] = f"{item.digest}/{r.messages}"
+            out.append(row)
+            item.tallies.append(("past_reasoning", r.case))
+        item.rendered, item.extra_rows = out[0], out[1:]
         return item
 
     def _trim(self, conv: Conversation, limit: int):
@@ -101,11 +135,10 @@ class Renderer:
         else:
             ids = np.array(rendered.input_ids, dtype=np.int32)
             mask = np.array(rendered.loss_mask, dtype=np.int8)
-        export_ledger = Ledger(EXPORT_TARGET)
-        messages, tools = to_messages(conv, export_ledger)
-        item.ledger.extend(export_ledger.entries)
+        chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None)
+        exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
         ledger = item.ledger
-        return {
+        row = {
             "id": item.digest,
             "source": item.source,
             "source_format": conv.meta.provider,
@@ -120,13 +153,17 @@ class Renderer:
             "num_messages": len(conv.messages),
             "num_tool_calls": sum(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)),
             "trimmed": item.trimmed,
-            "messages": _json(messages),
-            "tools": _json(tools),
+            "messages": _json(chat.messages),
+            "tools": _json(chat.tools),
             "conversation": conversation_json(conv),
             "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([_ledger_row(e) for e in ledger]),
             "export": _json(item.export) if item.export is not None else None,
+            "reasoning_row": None,  # JSON under past_reasoning="expand": which case made this row
         }
+        if exports is not None:
+            row["exports"] = exports  # the parent writes them to the export files, not the row
+        return row
 
 
 def cut_points(conv: Conversation) -> list[int]:

@@ -50,9 +50,9 @@ def test_every_command_has_purpose_inputs_examples_and_exit_codes(command, capsy
     assert code == 0
     description = out.split("\n\n")[1]  # after the usage: the one-line purpose
     assert len(description.splitlines()) <= 2 and description[0].isupper()
-    assert "Exit 0" in out and ", 2 " in out.replace("; 2 ", ", 2 ")
-    examples = out.split("examples:\n", 1)[1].splitlines()
-    assert examples and all(line.startswith(f"  sftprep {command}") for line in examples if line.strip())
+    assert "Exit 0" in out
+    examples = out.split("examples:\n", 1)[1].split("\n\n")[0].splitlines()
+    assert examples and all(line.startswith(f"  sftprep {command}") for line in examples)
 
 
 def test_render_help_lists_the_families_from_the_registry(capsys, monkeypatch):
@@ -64,19 +64,6 @@ def test_render_help_lists_the_families_from_the_registry(capsys, monkeypatch):
     _, out, _ = _exit(capsys, "render", "--help")
     assert "  made-up-family" in out
     assert ("sftprep templates" in out) == any(m.__name__.endswith(".templates") for m in COMMANDS)
-
-
-def test_render_help_points_to_a_templates_command_where_there_is_one(capsys, monkeypatch):
-    class Templates:  # stands for a `sftprep templates` command module
-        __name__ = "pipeline.cli.templates"
-
-        @staticmethod
-        def register(commands):
-            commands.add_parser("templates", help="the template families")
-
-    monkeypatch.setattr("pipeline.cli.main.COMMANDS", [*COMMANDS, Templates])
-    _, out, _ = _exit(capsys, "render", "--help")
-    assert out.rstrip().endswith("`sftprep templates` describes each family.")
 
 
 def test_nearest_names():

@@ -22,7 +22,8 @@ def _row(k: int, *, arrays: bool) -> dict:
            "template": "chatml", "tokenizer": "qwen2.5", "input_ids": ids, "labels": labels, "loss_mask": mask,
            "num_tokens": n, "num_trained_tokens": sum(mask), "num_messages": 2, "num_tool_calls": k % 2,
            "trimmed": False, "messages": json.dumps([{"role": "user", "content": f"q{k} ü"}]), "tools": "[]",
-           "conversation": "{}", "issues": "[]", "ledger": "[]", "export": None if k % 3 else "{}"}
+           "conversation": "{}", "issues": "[]", "ledger": "[]", "export": None if k % 3 else "{}",
+           "reasoning_row": None}
     if arrays:
         row["input_ids"] = np.array(ids, dtype=np.int32)
         row["labels"] = np.array(labels, dtype=np.int32)
@@ -58,7 +59,9 @@ def test_rows_survive_row_groups_and_shards(tmp_path, monkeypatch):
     assert pq.ParquetFile(shards[0]).metadata.num_row_groups > 2
     written = [r for t in tables for r in t.to_pylist()]
     expected = [_row(k, arrays=False) for k in range(23)]
-    assert written == expected
+    for row in expected:  # written as all ones: every token is attended
+        row["attention_mask"] = [1] * len(row["input_ids"])
+    assert written == [{name: row[name] for name in SCHEMA.names} for row in expected]
     assert not list(tmp_path.glob(".*.partial"))
 
 
