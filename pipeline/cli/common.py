@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import orjson
 
+from .. import jsonpolicy
 from ..errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -34,7 +34,7 @@ class JsonlSink:
                 raise ConfigError(f"cannot write '{path}': {exc.strerror}", code="unwritable_output") from None
 
     def write(self, obj: object) -> None:
-        self.handle.write(orjson.dumps(obj) + b"\n")
+        self.handle.write(jsonpolicy.dumps(obj) + b"\n")
 
     def close(self, ok: bool = True) -> None:
         if self.path is None:

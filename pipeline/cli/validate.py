@@ -10,8 +10,8 @@ import sys
 from collections import Counter
 from typing import Iterable
 
-import orjson
 
+from .. import jsonpolicy
 from .. import formats
 from ..ingest import expand_paths, iter_parsed
 from ..validate import RULES, Issue, ValidateConfig, error_issue, has_errors, validate
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         issues = [error_issue(item.error)] if item.conversation is None else validate(item.conversation, config)
         summary.add(issues, parsed=item.conversation is not None)
         if report is None:
-            out.write(orjson.dumps({"source": item.source, "issues": [_issue_dict(i) for i in issues]}) + b"\n")
+            out.write(jsonpolicy.dumps({"source": item.source, "issues": [_issue_dict(i) for i in issues]}) + b"\n")
         elif issues:
             report.record(item.source, issues)
     if report is None:

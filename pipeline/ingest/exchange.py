@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 from msgspec.structs import replace
 
-from .. import formats
+from .. import formats, jsonpolicy
 from ..conversation import Conversation
 from ..errors import ParseError, SftprepError
 from ..ids import renumber
@@ -101,8 +100,8 @@ def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:
         body = side["body"]
         if isinstance(body, (bytes, str)) and body[:1] in ("{", "[", b"{", b"["):
             try:
-                body = orjson.loads(body)
-            except orjson.JSONDecodeError:
+                body = jsonpolicy.loads(body)
+            except jsonpolicy.JsonPolicyError:
                 pass  # SSE text or a broken body: the parser says which
         return body, side.get("uri") or side.get("url")
     if side is None:

@@ -12,8 +12,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
 
-import orjson
-
+from .. import jsonpolicy
 from ..errors import InputError
 
 DEFAULT_MAX_RECORD_BYTES = 32 * 1024 * 1024
@@ -67,8 +66,8 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
 
 def decode(data: bytes, source: str) -> RawRecord:
     try:
-        return RawRecord(source, orjson.loads(data))
-    except orjson.JSONDecodeError as exc:
+        return RawRecord(source, jsonpolicy.loads(data))
+    except jsonpolicy.JsonPolicyError as exc:
         return RawRecord(source, None, _decode_error(data, exc, source), data[:4096])
 
 
@@ -76,12 +75,14 @@ def _deferred(data: bytes, source: str) -> RawRecord:
     return RawRecord(source, None, None, data, deferred=True)
 
 
-def _decode_error(data: bytes, exc: Exception, source: str) -> InputError:
+def _decode_error(data: bytes, exc: jsonpolicy.JsonPolicyError, source: str) -> InputError:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
         return InputError(f"not valid UTF-8: byte 0x{data[bad.start]:02x} at offset {bad.start}",
                           source=source, code="invalid_utf8")
+    if exc.code != "invalid_json":  # valid JSON the policy refuses (too deep, a number too large)
+        return InputError(exc.message, source=source, code=exc.code, path=exc.path)
     return InputError(f"invalid JSON: {exc}", source=source, code="invalid_json")
 
 

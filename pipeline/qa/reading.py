@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import jsonpolicy
 from ..run.writers import SCHEMA
 
 PREVIEW = 240  # characters of transcript text in an excerpt
@@ -69,7 +70,7 @@ def read_rejects(path: Path | None) -> pl.DataFrame:
             for n, line in enumerate(handle):
                 if not line.strip():
                     continue
-                obj = orjson.loads(line)
+                obj = jsonpolicy.loads(line)
                 detail = obj.get("detail") or {}
                 rows["line"].append(n)
                 for key in ("source", "stage", "code", "message", "path"):
@@ -92,8 +93,8 @@ def _record_excerpt(record: Any, path: Any, stage: Any) -> str:
     if stage in ("read", "parse") and isinstance(path, str) and path != "$":
         found = _resolve(record, path)
         if found is not _MISSING:
-            return _clip(f"{path} = " + orjson.dumps(found).decode())
-    return _clip(orjson.dumps(record).decode())
+            return _clip(f"{path} = " + jsonpolicy.dumps(found).decode())
+    return _clip(jsonpolicy.dumps(record).decode())
 
 
 _MISSING = object()

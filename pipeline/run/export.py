@@ -8,6 +8,7 @@ from typing import Any, assert_never
 
 from msgspec import UNSET
 
+from .. import jsonpolicy
 from ..conversation import Conversation, Media, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
 from ..ledger import Ledger
 
@@ -75,9 +76,7 @@ def tool_schema(tool: Tool) -> dict[str, Any]:
 def _result(block: ToolResult, ledger: Ledger, where: str) -> dict[str, Any]:
     content = _text(block.content, ledger, where)
     if block.output is not UNSET:
-        import orjson
-
-        content = content or orjson.dumps(block.output).decode()
+        content = content or jsonpolicy.dumps(block.output).decode()
     if block.is_error:
         ledger.add("folded", where, "is_error has no field in chat messages: folded as an 'Error: ' prefix")
         content = f"Error: {content}"

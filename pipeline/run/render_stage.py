@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-import orjson
 from msgspec.structs import replace
 
+from .. import jsonpolicy
 from ..conversation import Conversation, ToolCall, ToolResult, iter_blocks
 from ..errors import ConfigError, SftprepError
 from ..ledger import Ledger
@@ -147,4 +147,4 @@ def _issue(issue) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return jsonpolicy.dumps(value).decode()

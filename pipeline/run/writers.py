@@ -13,6 +13,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import jsonpolicy
 from ..errors import ConfigError
 
 SCHEMA = pa.schema([
@@ -89,7 +90,7 @@ class ShardWriter:
         else:
             if "labels" not in row:
                 row = {name: row[name] if name != "labels" else row_labels(row) for name in SCHEMA.names}
-            self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            self._sink.write(jsonpolicy.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self.in_shard += 1
         if self.in_shard >= self.shard_size:
             self._close_shard()
@@ -183,7 +184,7 @@ class JsonlFile:
         self.handle = open(self.tmp, "wb")
 
     def write(self, obj: Any) -> None:
-        self.handle.write(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        self.handle.write(jsonpolicy.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n")
 
     def close(self) -> None:
         self.handle.close()
@@ -196,5 +197,5 @@ class JsonlFile:
 
 def write_json(path: Path, obj: Any) -> None:
     tmp = atomic_path(path)
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    tmp.write_bytes(jsonpolicy.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     os.replace(tmp, path)

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import orjson
 from msgspec import UNSET
 
+from .. import jsonpolicy
 from ..conversation import Conversation, Media, Reasoning, Text, ToolCall, ToolResult
 
 Where = tuple[int, int]  # (message index, block index); (-1, i) for the conversation or tool i
@@ -97,7 +98,7 @@ def _arguments_error(schema_digest: bytes | None, validator: Any, arguments: dic
     if schema_digest is None:
         return _first_error(validator, arguments)
     try:
-        args_key = orjson.dumps(arguments)
+        args_key = jsonpolicy.dumps(arguments)
     except TypeError:  # not plain JSON data (a huge int): checked every time
         return _first_error(validator, arguments)
     if len(args_key) > _ARGUMENTS_MAX:
@@ -128,7 +129,7 @@ def compiled(schema: Any) -> tuple[bytes | None, Any, str | None]:
     """(cache key, validator, None) or (cache key, None, what is wrong). Schemas repeat across a dataset:
     cached by content, the key being canonical JSON (None when the schema is not plain JSON data)."""
     try:
-        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        key = jsonpolicy.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return (None, *_compile(schema))
     return (key, *_compile_cached(key))
