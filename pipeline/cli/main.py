@@ -7,7 +7,10 @@ Exit codes: 0 the run completed; 1 the run completed but found what the command 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from ..errors import ConfigError
@@ -16,7 +19,7 @@ from . import qa as qa_command
 from . import render as render_command
 from . import run as run_command
 from . import validate as validate_command
-from .common import EXIT_OK, EXIT_USAGE
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 # Each command module has register(subparsers); its handler returns an exit code.
 COMMANDS = [run_command, convert_command, validate_command, render_command, qa_command]
@@ -38,15 +41,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: workers stopped, no half file left, exit 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.handler(args)
     except ConfigError as exc:
         print(f"sftprep: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
+        _quiet_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("sftprep: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print("sftprep: terminated" if isinstance(exc, Terminated) else "sftprep: interrupted", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    except OSError as exc:  # the disk full, stdout closed or full (> /dev/full), a file gone mid-write
+        _quiet_stdout()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"sftprep: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _quiet_stdout() -> None:
+    """Stdout is broken: point it at /dev/null so the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
 
 from .. import jsonpolicy
-from ..errors import InputError
+from ..errors import InputError, InternalError
 
 DEFAULT_MAX_RECORD_BYTES = 32 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -62,6 +62,8 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
     except (OSError, EOFError, zlib.error) as exc:
         # A corrupt or truncated gzip surfaces mid-read: report it and stop this file only.
         yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
+    except Exception as exc:  # noqa: BLE001 - a reader bug: this file stops here, and a reject says why
+        yield RawRecord(f"{name}:?", None, InternalError(exc, stage="read", source=name))
 
 
 def decode(data: bytes, source: str) -> RawRecord:

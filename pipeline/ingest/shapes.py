@@ -15,7 +15,7 @@ from msgspec.structs import replace
 
 from .. import formats
 from ..conversation import Conversation
-from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
+from ..errors import ConfigError, InputError, InternalError, ParseError, SftprepError, ShapeError
 from . import sharegpt
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
@@ -117,6 +117,11 @@ def _session_record(path: str | Path) -> RawRecord:
         result = claude_code.read_session(_numbered(path), str(path))
     except SftprepError as exc:
         return RawRecord(exc.source or str(path), None, exc)
+    except (OSError, EOFError, zlib.error) as exc:
+        return RawRecord(f"{path}:1", None, InputError(f"cannot read file: {exc}", source=f"{path}:1",
+                                                       code="unreadable_file"))
+    except Exception as exc:  # noqa: BLE001 - one file's surprise is that file's rejection
+        return RawRecord(f"{path}:1", None, InternalError(exc, stage="read", source=f"{path}:1"))
     return RawRecord(f"{path}:1", result)
 
 
@@ -206,6 +211,8 @@ def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:
         return Parsed(raw.source, raw.value, parse_record(raw.value, raw.source, **options))
     except SftprepError as exc:
         return Parsed(raw.source, raw.value, None, exc)
+    except Exception as exc:  # noqa: BLE001 - one record's surprise is that record's rejection
+        return Parsed(raw.source, raw.value, None, InternalError(exc, stage="parse", source=raw.source))
 
 
 def _undecoded(raw: RawRecord) -> Any:

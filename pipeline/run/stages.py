@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable
 
 from ..conversation import Conversation, ToolCall, iter_blocks
-from ..errors import SftprepError
+from ..errors import InternalError, SftprepError
 from ..ingest import RawRecord, expand, parse_record
 from ..validate import Issue, ValidateConfig, validate
 from .config import JobConfig
@@ -128,14 +128,17 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
     """Worker side: every record (decoded and split here when the reader deferred it) through
     read..render. Counts each stage's in/passed/rejected/filtered."""
     stats = Stats()
-    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
-             for deferred in raws for raw in expand(deferred)]
+    items = [item for deferred in raws for item in _items(deferred)]
     for item in items:
         for name, steps in WORKER_STAGES:
             counts = stats.stages[name]
             counts.seen += 1
             for step in steps:
-                step(item, ctx)
+                try:
+                    step(item, ctx)
+                except Exception as exc:  # one record's surprise never stops the run: it is a reject
+                    error = InternalError(exc, stage=name)
+                    reject(item, name, error.code, error.message, error.path, error.detail())
                 if item.outcome is not None:
                     break
             if item.outcome is not None:
@@ -155,6 +158,17 @@ def _tallies(item: Item) -> list[tuple[str, str]]:
     out += [("ledger", entry.kind) for entry in item.ledger]
     out += [("source_format", conv.meta.provider or "unknown"), ("shape", conv.meta.shape or "unknown")]
     return out
+
+
+def _items(deferred: RawRecord) -> list[Item]:
+    """The items of one record as read: decoded, and split when it is an HTTP recording."""
+    try:
+        return [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
+                for raw in expand(deferred)]
+    except Exception as exc:
+        error = InternalError(exc, stage="read")
+        return [reject(Item(deferred.source, _undecoded(deferred)), "read", error.code, error.message,
+                       error.path, error.detail())]
 
 
 def _undecoded(raw: RawRecord) -> Any:
