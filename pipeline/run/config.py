@@ -96,16 +96,59 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
             raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file '{path}' does not exist", code="no_config") from None
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, a binary file
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text (a binary file?)"
+            raise ConfigError(f"config file '{path}' cannot be read: {why}", code="bad_config") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file '{path}' is not valid TOML: {exc}", code="bad_config") from None
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         raw.setdefault(section, {})[key] = value
     try:
-        return msgspec.convert(raw, JobConfig)
+        config = msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
                           code="bad_config") from None
+    check_values(config, path)
+    return config
+
+
+# --- values the types allow but a run cannot honour: usage errors before any work ----------------
+
+_RANGES = {  # key: (lowest, highest)
+    "input.max_record_mb": (1, 4096),
+    "shape.min_tokens": (0, 1 << 31),
+    "shape.max_tokens": (0, 1 << 31),
+    "output.shard_size": (1, 1 << 31),
+    "run.workers": (0, 1024),
+    "run.batch_size": (1, 1 << 20),
+    "render.segment_cache_tokens": (0, 1 << 40),
+}
+
+
+def check_values(config: JobConfig, path: str | Path | None = None) -> None:
+    from ..formats import FORMATS
+    from ..ingest import RECORD_SHAPES
+    from ..validate import RULES
+
+    where = f"config file '{path}': " if path else "config: "
+    for dotted, (low, high) in _RANGES.items():
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section), key)
+        if not low <= value <= high:
+            raise ConfigError(f"{where}{dotted} = {value} is out of range ({low:,} to {high:,})", code="bad_config")
+    choices = {"input.format": ("auto", *FORMATS), "input.shape": ("auto", *RECORD_SHAPES),
+               "convert.to": ("", *FORMATS)}
+    for dotted, valid in choices.items():
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section), key)
+        if value not in valid:
+            raise ConfigError(f"{where}{dotted} = {value!r} is not one of: {', '.join(map(repr, valid))}",
+                              code="bad_config")
+    unknown = [code for code in config.shape.drop_codes if code not in RULES]
+    if unknown:
+        raise ConfigError(f"{where}shape.drop_codes: unknown code {', '.join(map(repr, unknown))}; "
+                          f"valid: {', '.join(RULES)}", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
 from .item import Item
+from .lock import OutputLock, remove_leftovers, remove_stale_shards
 from .local import Workers
 from .progress import Progress
 from .stages import Context
@@ -38,7 +39,12 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     out = ensure_dir(config.output.dir)
     ctx = Context(config)
     ctx.renderer  # unknown template or tokenizer fails before any work
+    with OutputLock(out):  # a second run into this directory refuses here, before any work
+        remove_leftovers(out)
+        return _execute_into(out, paths, config, reporter, started)
 
+
+def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Progress, started: float) -> RunResult:
     stats = Stats()
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
@@ -56,21 +62,24 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
                 _finish(item, stats, writer, rejects, seen_digests)
             reporter.update(stats)
         shards = writer.close()
+        rejects.close()
+        stats.tally("output", "shards", len(shards))
+        write_json(out / "stats.json", stats.to_dict())
+        write_json(out / "config.json", to_dict(config))
     except BaseException:
-        # Interrupted or failed: no half file stays behind (finished shards are whole).
-        rejects.abort()
-        writer.abort()
-        for partial in out.glob(".*.partial"):
-            partial.unlink(missing_ok=True)
+        # Interrupted or failed (Ctrl-C, SIGTERM, the disk full): no half file stays behind (finished
+        # shards are whole), and cleaning up never raises over the error that stopped the run.
+        for abort in (rejects.abort, writer.abort, lambda: remove_leftovers(out)):
+            try:
+                abort()
+            except OSError:
+                pass
         reporter.done(stats)
         raise
     finally:
         if freeze:
             gc.unfreeze()
-    rejects.close()
-    stats.tally("output", "shards", len(shards))
-    write_json(out / "stats.json", stats.to_dict())
-    write_json(out / "config.json", to_dict(config))
+    remove_stale_shards(out, config.output.format, shards)
     reporter.done(stats)
     return RunResult(stats, out, shards, time.perf_counter() - started)
 
