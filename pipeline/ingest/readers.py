@@ -7,13 +7,13 @@ A bad record never stops the reader: it is yielded with its error, and the next 
 from __future__ import annotations
 
 import gzip
-import re
 import zlib
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
 
 from .. import jsonpolicy
 from ..errors import InputError, InternalError
+from .json_array import array_elements
 
 DEFAULT_MAX_RECORD_BYTES = 32 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -115,12 +115,6 @@ def _skip_line(stream: IO[bytes]) -> int:
             return skipped
 
 
-# Strings (with escapes) and brackets: enough to find where each top-level array element ends.
-# A string cut by the end of the buffer matches without its closing quote (group 1 is None).
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[\[\]{}\n]', re.S)
-_SCALAR = re.compile(rb"[^\s,\[\]{}\"]+")
-
-
 def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
     head = stream.read(_CHUNK)
     if head.lstrip()[:1] != b"[":
@@ -131,64 +125,5 @@ def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iter
             return
         yield emit(data, f"{name}:1")
         return
-    yield from _array_elements(head, stream, name, limit, emit)
-
-
-def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
-    """Split a top-level array into its elements, reading chunk by chunk."""
-    line = 1  # line number at `pos`
-    depth = 0
-    start: int | None = None  # offset in `buffer` of the element being read
-    start_line = 1
-    per_line: dict[int, int] = {}
-    pos = 0
-    eof = False
-    while True:
-        match = _TOKENS.search(buffer, pos)
-        cut = match is not None and match.group()[:1] == b'"' and match.group(1) is None
-        if match is None or cut:
-            if eof:
-                break
-            more = stream.read(_CHUNK)
-            eof = not more
-            # Keep the element being read, or everything not yet scanned.
-            keep = start if start is not None else pos
-            buffer, pos = buffer[keep:] + more, pos - keep
-            if start is not None:
-                start = 0
-                if len(buffer) > limit:
-                    yield RawRecord(f"{name}:{start_line}", None, InputError(
-                        f"record is over the limit of {limit:,} bytes", source=f"{name}:{start_line}",
-                        code="record_too_large"))
-                    return
-            continue
-        if start is None and depth == 1:
-            # Scalars directly inside the array are records too (the shape check rejects them).
-            for scalar in _SCALAR.finditer(buffer, pos, match.start()):
-                yield _element(scalar.group(), name, line, per_line, emit)
-        token = match.group()
-        line += token.count(b"\n")
-        if token[:1] == b'"':
-            if depth == 1 and start is None:
-                yield _element(token, name, line, per_line, emit)
-        elif token in (b"[", b"{"):
-            depth += 1
-            if depth == 2 and start is None:
-                start, start_line = match.start(), line
-        elif token in (b"]", b"}"):
-            depth -= 1
-            if depth == 1 and start is not None:
-                yield _element(buffer[start:match.end()], name, start_line, per_line, emit)
-                start = None
-            elif depth == 0:
-                return
-        pos = match.end()
-    yield RawRecord(f"{name}:{line}", None, InputError("file ends inside a JSON array (truncated?)",
-                                                        source=f"{name}:{line}", code="invalid_json"))
-
-
-def _element(data: bytes, name: str, line: int, per_line: dict[int, int], emit: Emit) -> RawRecord:
-    n = per_line.get(line, 0)
-    per_line[line] = n + 1
-    source = f"{name}:{line}" if n == 0 else f"{name}:{line}#{n}"
-    return emit(data, source)
+    for source, data in array_elements(head, stream, name, limit):
+        yield RawRecord(source, None, data) if isinstance(data, InputError) else emit(data, source)
