@@ -333,16 +333,25 @@ def _gemini_call_signature(ctx: Context) -> Iterator[Found]:
 
 def _openai_chat_tool_order(ctx: Context) -> Iterator[Found]:
     messages = ctx.conv.messages
+    # Linear in messages and blocks: the message before each run of tool messages, and the call ids of
+    # each assistant message, found once (100,000 parallel calls in one turn are seconds, not hours).
+    before: list[int] = []
+    last = -1
+    for i, message in enumerate(messages):
+        before.append(last)
+        if message.role != "tool":
+            last = i
+    call_ids: dict[int, set[str]] = {}
     for where, result in ctx.results:
         mi = where[0]
         if messages[mi].role != "tool" or result.call_id is None or result.call_id not in ctx.calls:
             continue  # misplaced or orphan results have their own codes
-        back = mi - 1
-        while back >= 0 and messages[back].role == "tool":
-            back -= 1
-        if back >= 0 and messages[back].role == "assistant" and any(
-                isinstance(b, ToolCall) and b.id == result.call_id for b in messages[back].blocks):
-            continue
+        back = before[mi]
+        if back >= 0 and messages[back].role == "assistant":
+            if back not in call_ids:
+                call_ids[back] = {b.id for b in messages[back].blocks if isinstance(b, ToolCall)}
+            if result.call_id in call_ids[back]:
+                continue
         call_at = ctx.calls[result.call_id][0]
         yield ("openai_chat_tool_order", where, block_path(*where),
                f"tool message answers the call at {block_path(*call_at)} but does not directly follow its "
