@@ -11,7 +11,6 @@ files against stats.json and says so when they disagree.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,22 +67,27 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
 
 def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     files = paths if isinstance(paths, RunFiles) else find_files(paths)
-    stats = _load_json(files.stats)
-    config = _load_json(files.config)
+    problems: list[str] = []  # broken files: the report says what is broken and shows the rest
+    stats = reading.load_json(files.stats, problems, stats=True)
+    config = reading.load_json(files.config, problems)
     parts, offset = [], 0
     for shard in files.data:  # a chunk of rows in memory at a time; parts are small aggregates
-        for frame in reading.read_chunks(shard):
-            parts.append(chunk_parts(frame, offset))
-            offset += frame.height
+        try:
+            for frame in reading.read_chunks(shard):
+                parts.append(chunk_parts(frame, offset))
+                offset += frame.height
+        except Exception as exc:  # noqa: BLE001 - a truncated or foreign shard: named, the rest reported
+            problems.append(f"{shard}: cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
+                            f"rows before the damage are counted, the rest are not")
     merged = combine(parts)
-    rejects = reading.read_rejects(files.rejects)
+    rejects = reading.read_rejects(files.rejects, problems)
     totals = figures.totals(stats, merged, rejects, len(files.data))
     longest, shortest = figures.extremes(merged)
     inputs = ((config or {}).get("input") or {}).get("paths") or []
     return Report(
         title="sftprep QA report", inputs=[str(p) for p in inputs],
         files=[str(p) for p in (*files.data, files.rejects, files.stats, files.config) if p is not None],
-        status=_status(totals, bool(files.data)), notes=_notes(totals, files), totals=totals,
+        status=_status(totals, bool(files.data)), notes=problems + _notes(totals, files), totals=totals,
         stages=figures.stages(stats), source_files=figures.source_files(merged, rejects),
         source_folders=figures.source_files(merged, rejects, folders=True),
         formats=figures.formats(merged, stats), shapes=figures.shapes(merged),
@@ -91,10 +95,6 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         flattened=figures.flattened(merged, rejects), tokens=figures.tokens(merged, stats, config),
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
         reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {})
-
-
-def _load_json(path: Path | None) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path is not None else None
 
 
 def _status(totals, has_data: bool) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
 
-import orjson
+import msgspec
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -60,9 +60,45 @@ def _row_schema() -> pl.Schema:
     return pl.DataFrame(pl.from_arrow(SCHEMA.empty_table())).schema
 
 
-def read_rejects(path: Path | None) -> pl.DataFrame:
-    """rejects.jsonl as a frame. Read with orjson: `record` is any JSON (or undecodable text), which no
-    columnar schema holds; only a short excerpt of it is kept."""
+class _StageShape(msgspec.Struct):
+    in_: int = msgspec.field(name="in")
+    passed: int
+    rejected: dict[str, int]
+    filtered: dict[str, int]
+
+
+class _StatsShape(msgspec.Struct):
+    """What the report reads of stats.json (other keys are allowed): checked before use."""
+
+    records: dict[str, Union[int, bool]]
+    stages: dict[str, _StageShape]
+    tallies: dict[str, dict[str, int]] = {}
+
+
+def load_json(path: Path | None, problems: list[str], *, stats: bool = False) -> dict | None:
+    """A JSON object file (stats.json, config.json), or None with a note in `problems` saying what is
+    wrong with it (unreadable, truncated, not an object, not shaped like a run's stats)."""
+    if path is None:
+        return None
+    try:
+        value = jsonpolicy.loads(path.read_bytes())
+        if not isinstance(value, dict):
+            raise ValueError(f"a JSON {type(value).__name__}, not an object")
+        if stats:
+            msgspec.convert(value, _StatsShape)
+    except OSError as exc:
+        problems.append(f"{path}: cannot be read ({exc.strerror}); its figures are left out")
+        return None
+    except (ValueError, msgspec.ValidationError) as exc:  # JsonPolicyError is a ValueError
+        problems.append(f"{path}: {exc} (truncated or not written by sftprep?); its figures are left out")
+        return None
+    return value
+
+
+def read_rejects(path: Path | None, problems: list[str] | None = None) -> pl.DataFrame:
+    """rejects.jsonl as a frame. Read as JSON, line by line: `record` is any JSON (or undecodable text), which no
+    columnar schema holds; only a short excerpt of it is kept. A line that is not a JSON object is
+    left out, with a note in `problems` naming it."""
     rows: dict[str, list[Any]] = {k: [] for k in ("line", "source", "stage", "code", "message", "path",
                                                   "family", "text", "excerpt")}
     if path is not None:
@@ -70,17 +106,28 @@ def read_rejects(path: Path | None) -> pl.DataFrame:
             for n, line in enumerate(handle):
                 if not line.strip():
                     continue
-                obj = jsonpolicy.loads(line)
-                detail = obj.get("detail") or {}
+                try:
+                    obj = jsonpolicy.loads(line)
+                    if not isinstance(obj, dict):
+                        raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+                except ValueError as exc:
+                    if problems is not None:
+                        problems.append(f"{path}:{n + 1}: not a reject ({exc}); line left out")
+                    continue
+                detail = obj.get("detail") if isinstance(obj.get("detail"), dict) else {}
                 rows["line"].append(n)
                 for key in ("source", "stage", "code", "message", "path"):
                     rows[key].append(str(obj.get(key) or ""))
-                rows["family"].append(detail.get("family"))
-                rows["text"].append(detail.get("text"))
+                rows["family"].append(_string_or_none(detail.get("family")))
+                rows["text"].append(_string_or_none(detail.get("text")))
                 rows["excerpt"].append(_record_excerpt(obj.get("record"), obj.get("path"), obj.get("stage")))
     schema = {"line": pl.Int64, "family": pl.String, "text": pl.String} | {
         k: pl.String for k in ("source", "stage", "code", "message", "path", "excerpt")}
     return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
+
+
+def _string_or_none(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _record_excerpt(record: Any, path: Any, stage: Any) -> str:

@@ -6,12 +6,16 @@ sequence) inside a conversation is printed as it is, not interpreted.
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..display import visible
 from .report import Count, Report
 
 _STATUS = {
@@ -41,9 +45,26 @@ def _table(title: str, *columns: str, numeric: tuple[str, ...] = ()) -> Table:
     return table
 
 
+def shown(report: Report) -> Report:
+    """The report with every string as a terminal may show it: control characters from transcripts
+    (an ESC[2J, an OSC title) become symbols, as `sftprep render` shows them."""
+    return msgspec.convert(_visible(msgspec.to_builtins(report)), Report)
+
+
+def _visible(value: Any) -> Any:
+    if isinstance(value, str):
+        return visible(value, newline="\n")
+    if isinstance(value, list):
+        return [_visible(v) for v in value]
+    if isinstance(value, dict):
+        return {_visible(k): _visible(v) for k, v in value.items()}
+    return value
+
+
 def render_terminal(report: Report, console: Console, *, compact: bool = False) -> None:
     """Print the report. `compact` (after `sftprep run`) keeps the accounting, sources, tool use,
     issues and tokens, and leaves examples and the longer tables to `sftprep qa`."""
+    report = shown(report)
     t = report.totals
     head = Text(report.title, style="bold")
     if report.inputs:
