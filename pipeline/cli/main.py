@@ -7,6 +7,7 @@ Exit codes: 0 the run completed; 1 the run completed but found what the command 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -49,10 +50,44 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+class _ClosedStream:
+    """Stands for a closed stdout (`>&-`): writing to it is an error the command reports, not a crash;
+    a command that writes nothing there runs as usual."""
+
+    closed = False
+
+    def write(self, data: object) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def buffer(self) -> "_ClosedStream":
+        return self
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()  # type: ignore[assignment]
     args = build_parser().parse_args(argv)
+    previous = None
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _handle(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except ConfigError as exc:
@@ -72,7 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _quiet_stdout() -> None:
-    """Stdout is broken: point it at /dev/null so the interpreter's last flush cannot fail again."""
+    """When stdout is what broke: point it at /dev/null so the interpreter's last flush cannot fail again."""
+    try:
+        sys.stdout.flush()
+        return
+    except (OSError, ValueError):
+        pass
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -7,6 +7,7 @@ A bad record never stops the reader: it is yielded with its error, and the next 
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
@@ -51,7 +52,7 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
     document, which is a record, or a top-level array whose elements are records. With `defer`, records
     come undecoded (`RawRecord.decoded()` decodes them)."""
     emit = _deferred if defer else decode
-    name = str(path)
+    name = source_name(path)
     stem = name[:-3] if name.endswith(".gz") else name
     try:
         with open_bytes(path) as stream:
@@ -64,6 +65,14 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
         yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
     except Exception as exc:  # noqa: BLE001 - a reader bug: this file stops here, and a reject says why
         yield RawRecord(f"{name}:?", None, InternalError(exc, stage="read", source=name))
+
+
+def source_name(path: str | Path) -> str:
+    """The file's name as sources print it: bytes that are not UTF-8 (a name from another system) as
+    `\\xff` escapes, so every writer can carry the source."""
+    name = os.fspath(path)
+    return name if name.isprintable() or not any(0xDC80 <= ord(c) <= 0xDCFF for c in name) else \
+        os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def decode(data: bytes, source: str) -> RawRecord:

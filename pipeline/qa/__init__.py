@@ -72,6 +72,10 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     config = reading.load_json(files.config, problems)
     parts, offset = [], 0
     for shard in files.data:  # a chunk of rows in memory at a time; parts are small aggregates
+        problem = reading.shard_problem(shard)
+        if problem is not None:
+            problems.append(f"{shard}: {problem}; left out")
+            continue
         try:
             for frame in reading.read_chunks(shard):
                 parts.append(chunk_parts(frame, offset))

@@ -43,6 +43,25 @@ def read_chunks(path: Path, rows: int | None = None) -> Iterator[pl.DataFrame]:
         yield pl.DataFrame(schema=_row_schema()).select(ROW_COLUMNS)
 
 
+def shard_problem(path: Path) -> str | None:
+    """Why `path` is not a data shard of a run (None when it is one): a shard that cannot be opened,
+    or whose columns are not the run's. Checked before reading, so a foreign file is named, not summed."""
+    try:
+        if path.suffix == ".parquet":
+            names = set(pq.ParquetFile(path).schema_arrow.names)
+        else:
+            with open(path, "rb") as handle:
+                first = next((line for line in handle if line.strip()), None)
+            if first is None:
+                return None  # an empty JSONL shard: a run that wrote nothing
+            row = jsonpolicy.loads(first)
+            names = set(row) if isinstance(row, dict) else set()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"cannot be read ({exc})"
+    missing = [c for c in ROW_COLUMNS if c not in names]
+    return f"not a data shard of a run (no {', '.join(missing[:3])} column)" if missing else None
+
+
 def _line_chunks(path: Path, rows: int) -> Iterator[list[bytes]]:
     with open(path, "rb") as handle:
         chunk: list[bytes] = []

@@ -35,7 +35,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     """Run the job without its QA report (`pipeline.run_job` adds it when the config asks)."""
     started = time.perf_counter()
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
-    reporter = Progress(progress, sum(p.stat().st_size for p in paths))
+    reporter = Progress(progress, sum(_size(p) for p in paths))
     out = ensure_dir(config.output.dir)
     ctx = Context(config)
     ctx.renderer  # unknown template or tokenizer fails before any work
@@ -97,9 +97,17 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
             if len(batch) >= config.run.batch_size:
                 yield batch
                 batch = []
-        reporter.bytes_read += path.stat().st_size
+        reporter.bytes_read += _size(path)
     if batch:
         yield batch
+
+
+def _size(path: Path) -> int:
+    """For progress only: a file gone since it was listed is the reader's to report, not a crash here."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
