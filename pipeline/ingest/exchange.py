@@ -103,7 +103,11 @@ def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:
                 body = jsonpolicy.loads(body)
             except jsonpolicy.JsonPolicyError:
                 pass  # SSE text or a broken body: the parser says which
-        return body, side.get("uri") or side.get("url")
+        uri = side.get("uri") or side.get("url")
+        if uri is not None and not isinstance(uri, str):
+            raise ParseError(f"the URI must be a string, not a JSON {type(uri).__name__}",
+                             path=f"{path}.{'uri' if side.get('uri') is not None else 'url'}")
+        return body, uri
     if side is None:
         return None, None
     return side, None

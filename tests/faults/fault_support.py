@@ -31,6 +31,11 @@ ANTHROPIC = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
     {"role": "assistant", "content": [{"type": "text", "text": "done"}]}],
     "tools": [{"name": "f", "input_schema": {"type": "object"}}]}
 
+# A user template (ChatML-shaped, without generation markers) and a record it renders.
+CHATML_LIKE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PLAIN = {"messages": [{"role": "user", "content": "yo"}, {"role": "assistant", "content": "hey"}]}
+
 
 @dataclass
 class Done:

@@ -161,6 +161,8 @@ class _Reader:
 
     def event(self, event: dict, line: int) -> None:
         kind = event.get("type")
+        if not isinstance(kind, str):
+            kind = None  # a list or an object where the type goes: an event of no known type
         if isinstance(event.get("timestamp"), str):
             self.timestamps.append(event["timestamp"])
         if kind not in MESSAGE_TYPES:
