@@ -36,9 +36,9 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     started = time.perf_counter()
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
     reporter = Progress(progress, sum(_size(p) for p in paths))
-    out = ensure_dir(config.output.dir)
-    ctx = Context(config)
+    ctx = Context(config)  # unknown validation codes fail here, before any work
     ctx.renderer  # unknown template or tokenizer fails before any work
+    out = ensure_dir(config.output.dir)
     with OutputLock(out):  # a second run into this directory refuses here, before any work
         remove_leftovers(out)
         return _execute_into(out, paths, config, reporter, started)

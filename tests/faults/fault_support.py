@@ -82,11 +82,12 @@ def jsonl(path: Path, *records: object) -> Path:
     return path
 
 
-def run_job(tmp_path: Path, *inputs: Path, extra: str = "") -> tuple[Done, Path]:
-    """`sftprep run` on `inputs` with one worker (in this process) and JSONL data."""
+def run_job(tmp_path: Path, *inputs: Path, extra: str = "", input_extra: str = "") -> tuple[Done, Path]:
+    """`sftprep run` on `inputs` with one worker (in this process) and JSONL data; `extra` adds
+    sections after [run], `input_extra` keys to [input]."""
     out = tmp_path / "out"
     config = tmp_path / "job.toml"
-    config.write_text(f"[input]\npaths = {json.dumps([str(p) for p in inputs])}\n"
+    config.write_text(f"[input]\npaths = {json.dumps([str(p) for p in inputs])}\n{input_extra}"
                       f"[output]\ndir = {json.dumps(str(out))}\nformat = \"jsonl\"\nqa_report = false\n"
                       f"[run]\nworkers = 1\n{extra}")
     return sftprep("run", str(config), "--quiet"), out
