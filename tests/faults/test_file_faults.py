@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import pipeline.run.job
 from pipeline.ingest import json_array, read_records
+from pipeline.run.lock import OutputLock
 from pipeline.run.writers import ShardWriter
 
 from corpus import ROOT
@@ -146,3 +147,15 @@ def test_empty_blank_and_bom_files_are_accounted(tmp_path):
     stats, rejects, rows = run_outputs(out)
     assert [r["source"] for r in rows] == [f"{bom}:2"]
     assert {r["source"] for r in rejects} == {f"{blank}:1", f"{bom}:1"}
+
+
+def test_a_second_run_into_a_directory_in_use_refuses_at_start_and_touches_nothing(tmp_path):
+    src = jsonl(tmp_path / "in.jsonl", CHAT)
+    done, out = run_job(tmp_path, src)
+    clean(done, 0)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with OutputLock(out):  # as a run in progress holds it (another process, or this one)
+        second = clean(sftprep("run", str(tmp_path / "job.toml"), "--quiet"), 2)
+    assert "in use by another run" in second.err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    clean(sftprep("run", str(tmp_path / "job.toml"), "--quiet"), 0)  # free again once it ends
