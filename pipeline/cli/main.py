@@ -1,7 +1,9 @@
 """The `sftprep` command: parse arguments, call the library, print, return an exit code.
 
 Exit codes: 0 the run completed; 1 the run completed but found what the command treats as failure
-(--strict violations, validation errors); 2 usage or configuration errors, before any work.
+(--strict violations, validation errors, internal errors in some records) or an I/O error stopped it
+(the disk full, stdout closed); 2 usage or configuration errors, before any work; 130 and 143 after
+Ctrl-C and SIGTERM.
 """
 
 from __future__ import annotations
