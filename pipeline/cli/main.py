@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Sequence
 
+from ..display import one_line
 from ..errors import ConfigError
 from . import convert as convert_command
 from . import qa as qa_command
@@ -93,7 +94,7 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except ConfigError as exc:
-        print(f"sftprep: error: {exc.message}", file=sys.stderr)
+        print(f"sftprep: error: {one_line(exc.message)}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         _quiet_stdout()
