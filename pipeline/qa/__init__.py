@@ -32,6 +32,7 @@ class RunFiles:
     rejects: Path | None = None
     stats: Path | None = None
     config: Path | None = None
+    filtered: Path | None = None
 
 
 def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
@@ -48,11 +49,13 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
             found.append(item)
         else:
             raise ConfigError(f"qa: '{item}' does not exist", code="no_input")
-    data, rejects, stats, config = [], None, None, None
+    data, rejects, stats, config, filtered = [], None, None, None, None
     for path in found:
         name = path.name
         if name.startswith("rejects") and name.endswith(".jsonl"):
             rejects = path
+        elif name.startswith("filtered") and name.endswith(".jsonl"):
+            filtered = path
         elif name.startswith("stats") and name.endswith(".json"):
             stats = path
         elif name.startswith("config") and name.endswith(".json"):
@@ -62,7 +65,7 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
     if not (data or rejects or stats):
         raise ConfigError(f"qa: no run outputs (data-*.parquet|jsonl, rejects.jsonl, stats.json) in "
                           f"{', '.join(map(str, items))}", code="no_input")
-    return RunFiles(data, rejects, stats, config)
+    return RunFiles(data, rejects, stats, config, filtered)
 
 
 def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
@@ -85,12 +88,14 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
                             f"rows before the damage are counted, the rest are not")
     merged = combine(parts)
     rejects = reading.read_rejects(files.rejects, problems)
-    totals = figures.totals(stats, merged, rejects, len(files.data))
+    filtered = reading.read_filtered(files.filtered, problems)
+    totals = figures.totals(stats, merged, rejects, len(files.data), filtered)
     longest, shortest = figures.extremes(merged)
     inputs = ((config or {}).get("input") or {}).get("paths") or []
     return Report(
         title="sftprep QA report", inputs=[str(p) for p in inputs],
-        files=[str(p) for p in (*files.data, files.rejects, files.stats, files.config) if p is not None],
+        files=[str(p) for p in (*files.data, files.rejects, files.filtered, files.stats, files.config)
+               if p is not None],
         status=_status(totals, bool(files.data)), notes=problems + _notes(totals, files), totals=totals,
         stages=figures.stages(stats), source_files=figures.source_files(merged, rejects),
         source_folders=figures.source_files(merged, rejects, folders=True),
@@ -98,7 +103,8 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         tools=figures.tool_use(merged, rejects), issues=figures.issues(merged, rejects, stats),
         flattened=figures.flattened(merged, rejects), tokens=figures.tokens(merged, stats, config),
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
-        reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {})
+        reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {},
+        filtered=figures.filter_reasons(filtered))
 
 
 def _status(totals, has_data: bool) -> str:
@@ -122,6 +128,8 @@ def _notes(totals, files: RunFiles) -> list[str]:
         notes.append("the accounting does not balance: read != written + rejected + filtered")
     if files.rejects is None:
         notes.append("no rejects.jsonl: rejected records cannot be shown")
+    if totals.filtered is not None and files.filtered is not None and totals.filtered != totals.filtered_lines:
+        notes.append(f"stats.json says {totals.filtered} filtered but filtered.jsonl holds {totals.filtered_lines} lines")
     return notes
 
 

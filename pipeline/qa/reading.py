@@ -115,34 +115,54 @@ def load_json(path: Path | None, problems: list[str], *, stats: bool = False) ->
 
 
 def read_rejects(path: Path | None, problems: list[str] | None = None) -> pl.DataFrame:
-    """rejects.jsonl as a frame. Read as JSON, line by line: `record` is any JSON (or undecodable text), which no
-    columnar schema holds; only a short excerpt of it is kept. A line that is not a JSON object is
-    left out, with a note in `problems` naming it."""
+    """rejects.jsonl as a frame. Read as JSON line by line: `record` is any JSON (or undecodable text),
+    which no columnar schema holds; only a short excerpt of it is kept. A line that is not a JSON
+    object is left out, with a note in `problems` naming it."""
     rows: dict[str, list[Any]] = {k: [] for k in ("line", "source", "stage", "code", "message", "path",
                                                   "family", "text", "excerpt")}
-    if path is not None:
-        with open(path, "rb") as handle:
-            for n, line in enumerate(handle):
-                if not line.strip():
-                    continue
-                try:
-                    obj = jsonpolicy.loads(line)
-                    if not isinstance(obj, dict):
-                        raise ValueError(f"a JSON {type(obj).__name__}, not an object")
-                except ValueError as exc:
-                    if problems is not None:
-                        problems.append(f"{path}:{n + 1}: not a reject ({exc}); line left out")
-                    continue
-                detail = obj.get("detail") if isinstance(obj.get("detail"), dict) else {}
-                rows["line"].append(n)
-                for key in ("source", "stage", "code", "message", "path"):
-                    rows[key].append(str(obj.get(key) or ""))
-                rows["family"].append(_string_or_none(detail.get("family")))
-                rows["text"].append(_string_or_none(detail.get("text")))
-                rows["excerpt"].append(_record_excerpt(obj.get("record"), obj.get("path"), obj.get("stage")))
+    for n, obj in _objects(path, problems, "a reject"):
+        detail = obj.get("detail") if isinstance(obj.get("detail"), dict) else {}
+        rows["line"].append(n)
+        for key in ("source", "stage", "code", "message", "path"):
+            rows[key].append(str(obj.get(key) or ""))
+        rows["family"].append(_string_or_none(detail.get("family")))
+        rows["text"].append(_string_or_none(detail.get("text")))
+        rows["excerpt"].append(_record_excerpt(obj.get("record"), obj.get("path"), obj.get("stage")))
     schema = {"line": pl.Int64, "family": pl.String, "text": pl.String} | {
         k: pl.String for k in ("source", "stage", "code", "message", "path", "excerpt")}
     return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
+
+
+def read_filtered(path: Path | None, problems: list[str] | None = None) -> pl.DataFrame:
+    """filtered.jsonl as a frame: one line per filtered record (source, stage, reason, message). A line
+    that is not a JSON object is left out, with a note in `problems` naming it."""
+    keys = ("source", "stage", "reason", "message")
+    rows: dict[str, list[Any]] = {"line": []} | {k: [] for k in keys}
+    for n, obj in _objects(path, problems, "a filtered record"):
+        rows["line"].append(n)
+        for key in keys:
+            rows[key].append(str(obj.get(key) or ""))
+    schema = {"line": pl.Int64} | {k: pl.String for k in keys}
+    return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
+
+
+def _objects(path: Path | None, problems: list[str] | None, what: str) -> Iterator[tuple[int, dict]]:
+    """(0-based line, object) of each JSON-object line of a JSONL file; other lines noted and skipped."""
+    if path is None:
+        return
+    with open(path, "rb") as handle:
+        for n, line in enumerate(handle):
+            if not line.strip():
+                continue
+            try:
+                obj = jsonpolicy.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+            except ValueError as exc:
+                if problems is not None:
+                    problems.append(f"{path}:{n + 1}: not {what} ({exc}); line left out")
+                continue
+            yield n, obj
 
 
 def _string_or_none(value: Any) -> str | None:

@@ -31,6 +31,7 @@ class Totals(Struct, frozen=True):
     rows: int
     reject_lines: int
     shards: int
+    filtered_lines: int = 0  # lines of filtered.jsonl
 
 
 class SourceFile(Struct, frozen=True):
@@ -79,10 +80,19 @@ class ToolUse(Struct, frozen=True):
 
 class Example(Struct, frozen=True):
     source: str
-    outcome: str  # "written" (a warning the record kept) | "rejected"
+    outcome: str  # "written" (a warning the record kept) | "rejected" | "filtered"
     path: str
     message: str
     excerpt: str  # what sits at `path`: a block of the conversation, or the rejected record
+
+
+class FilterReason(Struct, frozen=True):
+    """Records a filter removed (shape, render or dedup stage), from filtered.jsonl."""
+
+    stage: str
+    reason: str
+    count: int
+    examples: list[Example]
 
 
 class IssueCode(Struct, frozen=True):
@@ -207,3 +217,4 @@ class Report(Struct, frozen=True):
     longest: list[ConvSummary]
     shortest: list[ConvSummary]
     config: dict = field(default_factory=dict)
+    filtered: list[FilterReason] = field(default_factory=list)

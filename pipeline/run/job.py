@@ -10,16 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from msgspec.structs import replace
+
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
 from .item import Item
-from .lock import OutputLock, remove_leftovers, remove_stale_shards
+from .lock import OutputLock, remove_leftovers
 from .local import Workers
 from .progress import Progress
 from .stages import Context
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, ensure_dir, write_json
+from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -36,11 +38,13 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     started = time.perf_counter()
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
     reporter = Progress(progress, sum(_size(p) for p in paths))
+    config = resolved(config)
     ctx = Context(config)  # unknown validation codes fail here, before any work
-    ctx.renderer  # unknown template or tokenizer fails before any work
+    ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
     out = ensure_dir(config.output.dir)
     with OutputLock(out):  # a second run into this directory refuses here, before any work
-        remove_leftovers(out)
+        clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
+        remove_leftovers(out)  # half files of a killed run
         return _execute_into(out, paths, config, reporter, started)
 
 
@@ -48,7 +52,9 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
     stats = Stats()
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
-    seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
+    filtered = JsonlFile(out / "filtered.jsonl")
+    # digest -> the source first written with it; None: shape.dedup is off
+    seen_digests: dict[str, str] | None = {} if config.shape.dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
     # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
@@ -59,17 +65,18 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, rejects, seen_digests)
+                _finish(item, stats, writer, (rejects, filtered), seen_digests)
             reporter.update(stats)
         shards = writer.close()
         rejects.close()
+        filtered.close()
         stats.tally("output", "shards", len(shards))
         write_json(out / "stats.json", stats.to_dict())
         write_json(out / "config.json", to_dict(config))
     except BaseException:
         # Interrupted or failed (Ctrl-C, SIGTERM, the disk full): no half file stays behind (finished
         # shards are whole), and cleaning up never raises over the error that stopped the run.
-        for abort in (rejects.abort, writer.abort, lambda: remove_leftovers(out)):
+        for abort in (rejects.abort, filtered.abort, writer.abort, lambda: remove_leftovers(out)):
             try:
                 abort()
             except OSError:
@@ -79,9 +86,16 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
     finally:
         if freeze:
             gc.unfreeze()
-    remove_stale_shards(out, config.output.format, shards)
     reporter.done(stats)
     return RunResult(stats, out, shards, time.perf_counter() - started)
+
+
+def resolved(config: JobConfig) -> JobConfig:
+    """The job with the tokenizer its template implies written in, so config.json says what was used."""
+    from ..render import tokenizer_for
+
+    render = replace(config.render, tokenizer=tokenizer_for(config.render.template, config.render.tokenizer))
+    return replace(config, render=render)
 
 
 def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iterator[list[RawRecord]]:
@@ -110,23 +124,30 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
+def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile],
+            seen: dict[str, str] | None) -> None:
+    rejects, filtered = sinks
     if item.outcome is not None:
-        if item.outcome.kind == "rejected":
-            o = item.outcome
+        o = item.outcome
+        if o.kind == "rejected":
             reject = {"source": item.source, "stage": o.stage, "code": o.code, "message": o.message,
                       "path": o.path, "record": item.record}
             if o.detail is not None:  # e.g. the text of a flattened call, for the QA report
                 reject["detail"] = o.detail
             rejects.write(reject)
+        else:
+            filtered.write({"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message})
         return
     dedup = stats.stages["dedup"]
     dedup.seen += 1
     if seen is not None and item.digest:
-        if item.digest in seen:
+        first = seen.get(item.digest)
+        if first is not None:
             dedup.filtered["duplicate"] += 1
+            filtered.write({"source": item.source, "stage": "dedup", "reason": "duplicate",
+                            "message": f"same content as {first}"})
             return
-        seen.add(item.digest)
+        seen[item.digest] = item.source
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)

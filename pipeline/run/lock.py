@@ -44,10 +44,3 @@ def remove_leftovers(directory: Path) -> None:
     for partial in directory.glob(".*.partial"):
         partial.unlink(missing_ok=True)
 
-
-def remove_stale_shards(directory: Path, fmt: str, kept: list[Path]) -> None:
-    """Data shards an earlier run wrote beyond this run's last: the directory holds this run alone."""
-    keep = {path.name for path in kept}
-    for shard in directory.glob(f"data-[0-9][0-9][0-9][0-9][0-9].{fmt}"):
-        if shard.name not in keep:
-            shard.unlink(missing_ok=True)

@@ -137,7 +137,7 @@ def compiled(schema: Any) -> tuple[bytes | None, Any, str | None]:
 
 @lru_cache(maxsize=1024)
 def _compile_cached(key: bytes) -> tuple[Any, str | None]:
-    return _compile(orjson.loads(key))
+    return _compile(jsonpolicy.loads(key))
 
 
 def _compile(schema: Any) -> tuple[Any, str | None]:
