@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields
 import polars as pl
 
 from .reading import ROW_COLUMNS, _clip_expr, _file, _row_schema
+from .safety import EXAMPLES as REDACTION_EXAMPLES
+from .safety import redaction_examples
 
 EXAMPLES = 3  # example records per issue code, per outcome
 EXTREMES = 5  # longest and shortest conversations shown
@@ -38,6 +40,7 @@ class Parts:
     ledger_kinds: pl.DataFrame  # kind, entries, rows
     reasoning_drops: pl.DataFrame  # target, kind, blocks, rows
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
+    redactions: pl.DataFrame  # row, source, path, detector, where, excerpt (a few per detector)
 
 
 def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
@@ -60,6 +63,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
                       .cast({"entries": pl.Int64, "rows": pl.Int64})),
         reasoning_drops=_reasoning_drops(ledger, blocks),
         extremes=_extremes(frame, blocks),
+        redactions=redaction_examples(ledger, frame),
     )
 
 
@@ -177,4 +181,6 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger"] = merged["ledger"].group_by("target", "kind", "reason").agg(summed.sum())
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
+    merged["redactions"] = merged["redactions"].sort("row").group_by("detector", maintain_order=True).head(
+        REDACTION_EXAMPLES)
     return Parts(**merged)

@@ -195,6 +195,41 @@ class ConvSummary(Struct, frozen=True):
     preview: str  # the opening user text
 
 
+class SafetyExample(Struct, frozen=True):
+    source: str
+    path: str
+    detector: str
+    where: str
+    excerpt: str  # the text around the placeholder, or the rejection's message
+
+
+class Safety(Struct, frozen=True):
+    enabled: bool | None  # scrub.enabled in config.json
+    action: str | None
+    actions: dict[str, str]
+    by_detector: list[Count]  # redactions (stats.json)
+    by_where: list[Count]  # tool_result, tool_arguments, user_text, ...
+    rejected: list[Count]  # rejects by scrub code
+    rejected_examples: list[SafetyExample]
+    reported: list[Count]  # findings kept as warnings (action "report")
+    examples: list[SafetyExample]
+
+
+class NearCluster(Struct, frozen=True):
+    kept: str  # the source of the row kept
+    removed: int
+    examples: list[str]  # sources of rows filtered as near-duplicates of it
+    min_similarity: float
+
+
+class NearDuplicates(Struct, frozen=True):
+    enabled: bool | None
+    threshold: float | None
+    removed: int
+    clusters: int
+    largest: list[NearCluster]
+
+
 class Report(Struct, frozen=True):
     title: str
     inputs: list[str]  # the job's input paths (config.json), or the files given
@@ -216,5 +251,7 @@ class Report(Struct, frozen=True):
     reasoning: Reasoning
     longest: list[ConvSummary]
     shortest: list[ConvSummary]
+    safety: Safety | None = None
+    near_duplicates: NearDuplicates | None = None
     config: dict = field(default_factory=dict)
     filtered: list[FilterReason] = field(default_factory=list)

@@ -43,6 +43,22 @@ class ShapeConfig(_Section):
     trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
+    # Near-duplicates: MinHash over the rendered text; a row this similar (Jaccard) to an earlier one is filtered.
+    near_dedup: bool = False
+    near_dedup_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
+
+
+ScrubAction = Literal["redact", "reject", "report"]
+
+
+class ScrubConfig(_Section):
+    enabled: bool = True
+    # What a finding does: "redact" (a typed placeholder), "reject" the record, or only "report" it.
+    action: ScrubAction = "redact"
+    actions: dict[str, ScrubAction] = field(default_factory=dict)  # per detector: {aws_access_key = "reject"}
+    # Phone numbers written without a country code are read as numbers of this region ("US", "GB"...);
+    # "" finds only international (+CC) numbers, which nothing else looks like.
+    phone_region: str = ""
 
 
 class ConvertConfig(_Section):
@@ -83,6 +99,7 @@ class JobConfig(_Section):
     input: InputConfig = field(default_factory=InputConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     shape: ShapeConfig = field(default_factory=ShapeConfig)
+    scrub: ScrubConfig = field(default_factory=ScrubConfig)
     convert: ConvertConfig = field(default_factory=ConvertConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -107,13 +124,23 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         raw.setdefault(section, {})[key] = value
+    where = f"config {'file ' + repr(str(path)) if path else ''}"
     try:
         config = msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
-                          code="bad_config") from None
+        raise ConfigError(f"{where}: {_explain(exc)}", code="bad_config") from None
+    _check_scrub(config.scrub, where)
     check_values(config, path)
     return config
+
+
+def _check_scrub(scrub: ScrubConfig, where: str) -> None:
+    from .scrub.detectors import DETECTORS
+
+    unknown = sorted(set(scrub.actions) - set(DETECTORS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown detector '{unknown[0]}' in [scrub.actions] (detectors: "
+                          f"{', '.join(DETECTORS)})", code="bad_config")
 
 
 # --- values the types allow but a run cannot honour: usage errors before any work ----------------
@@ -131,7 +158,7 @@ _RANGES = {  # key: (lowest, highest)
 
 def check_values(config: JobConfig, path: str | Path | None = None) -> None:
     from ..formats import FORMATS
-    from ..ingest import RECORD_SHAPES
+    from ..ingest import INPUT_FORMATS, RECORD_SHAPES
     from ..validate import RULES
 
     where = f"config file '{path}': " if path else "config: "
@@ -140,7 +167,7 @@ def check_values(config: JobConfig, path: str | Path | None = None) -> None:
         value = getattr(getattr(config, section), key)
         if not low <= value <= high:
             raise ConfigError(f"{where}{dotted} = {value} is out of range ({low:,} to {high:,})", code="bad_config")
-    choices = {"input.format": ("auto", *FORMATS), "input.shape": ("auto", *RECORD_SHAPES),
+    choices = {"input.format": ("auto", *INPUT_FORMATS), "input.shape": ("auto", *RECORD_SHAPES),
                "convert.to": ("", *FORMATS)}
     for dotted, valid in choices.items():
         section, _, key = dotted.partition(".")

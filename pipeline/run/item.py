@@ -43,6 +43,8 @@ class Item:
     tallies: list[tuple[str, str]] = field(default_factory=list)
     outcome: Outcome | None = None
     error: SftprepError | None = None  # a read error carried from the reader
+    minhash: Any = None  # the rendered row's MinHash signature, when [shape] near_dedup is on
+    scrubbed: Any = None  # the scrub stage's Redactor: what it found, and the placeholders it gave
 
 
 def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:

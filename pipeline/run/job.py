@@ -55,6 +55,7 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
     filtered = JsonlFile(out / "filtered.jsonl")
     # digest -> the source first written with it; None: shape.dedup is off
     seen_digests: dict[str, str] | None = {} if config.shape.dedup else None
+    near = _NearDedup(out, config.shape.near_dedup_threshold) if config.shape.near_dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
     # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
@@ -65,18 +66,21 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, (rejects, filtered), seen_digests)
+                _finish(item, stats, writer, (rejects, filtered), seen_digests, near)
             reporter.update(stats)
         shards = writer.close()
         rejects.close()
         filtered.close()
+        if near is not None:
+            near.file.close()
         stats.tally("output", "shards", len(shards))
         write_json(out / "stats.json", stats.to_dict())
         write_json(out / "config.json", to_dict(config))
     except BaseException:
         # Interrupted or failed (Ctrl-C, SIGTERM, the disk full): no half file stays behind (finished
         # shards are whole), and cleaning up never raises over the error that stopped the run.
-        for abort in (rejects.abort, filtered.abort, writer.abort, lambda: remove_leftovers(out)):
+        sinks = (rejects, filtered, *([near.file] if near is not None else []))
+        for abort in (*(sink.abort for sink in sinks), writer.abort, lambda: remove_leftovers(out)):
             try:
                 abort()
             except OSError:
@@ -124,8 +128,28 @@ def _size(path: Path) -> int:
         return 0
 
 
+class _NearDedup:
+    """The near-duplicate index and `near_duplicates.jsonl`: each filtered row beside the row it keeps."""
+
+    def __init__(self, out: Path, threshold: float):
+        from .near_dedup import NearDuplicates
+
+        self.index = NearDuplicates(threshold)
+        self.file = JsonlFile(out / "near_duplicates.jsonl")
+
+    def check(self, item: Item) -> tuple[str, str, float] | None:
+        """(kept row id, its source, similarity) for a near-duplicate, listed in the file; else None."""
+        row = item.rendered
+        kept = self.index.check(row["id"], item.source, item.minhash)
+        if kept is not None:
+            self.file.write({"source": item.source, "id": row["id"], "reason": "near_duplicate_of",
+                             "kept_source": kept[1], "kept_id": kept[0], "similarity": round(kept[2], 4),
+                             "num_tokens": row["num_tokens"]})
+        return kept
+
+
 def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile],
-            seen: dict[str, str] | None) -> None:
+            seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:
         o = item.outcome
@@ -148,6 +172,13 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFil
                             "message": f"same content as {first}"})
             return
         seen[item.digest] = item.source
+    if near is not None and item.minhash is not None:
+        kept = near.check(item)
+        if kept is not None:
+            dedup.filtered["near_duplicate_of"] += 1
+            filtered.write({"source": item.source, "stage": "dedup", "reason": "near_duplicate_of",
+                            "message": f"{kept[2]:.0%} similar to {kept[1]}"})
+            return
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
