@@ -26,6 +26,9 @@ VALIDATION_CODES = [
     "empty_assistant_turn", "reasoning_without_state", "reasoning_placeholder_state", "anthropic_blank_text",
     "anthropic_results_first", "anthropic_thinking_first", "gemini_response_turn", "gemini_call_signature",
     "openai_chat_tool_order", "flattened_tool_call",
+    # What a log source cannot carry (conversation.meta.lacks).
+    "source_reasoning_unsigned", "source_reasoning_not_logged", "source_reasoning_summary_only",
+    "source_tool_output_truncated", "source_no_tool_list",
 ]
 
 
@@ -54,8 +57,8 @@ def test_formats_and_templates():
         assert callable(getattr(formats, name))
     for module in formats.FORMATS.values():
         assert {"NAME", "detect", "parse", "serialize"} <= set(dir(module))
-    assert {"chatml", "llama3", "harmony"} <= set(FAMILIES)
-    assert set(BUILTIN_TOKENIZERS) == {"qwen2.5", "llama3", "gpt-oss"}
+    assert {"chatml", "qwen3", "llama3", "harmony", "mistral"} <= set(FAMILIES)
+    assert set(BUILTIN_TOKENIZERS) == {"qwen2.5", "qwen3", "llama3", "gpt-oss", "mistral"}
 
 
 def test_render_and_qa_names():

@@ -40,6 +40,7 @@ class Parts:
     ledger_kinds: pl.DataFrame  # kind, entries, rows
     reasoning_drops: pl.DataFrame  # target, kind, blocks, rows
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
+    expanded: pl.DataFrame  # case, rows, tokens, trained_tokens of past_reasoning="expand" rows
     redactions: pl.DataFrame  # row, source, path, detector, where, excerpt (a few per detector)
 
 
@@ -63,8 +64,16 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
                       .cast({"entries": pl.Int64, "rows": pl.Int64})),
         reasoning_drops=_reasoning_drops(ledger, blocks),
         extremes=_extremes(frame, blocks),
+        expanded=_expanded(frame),
         redactions=redaction_examples(ledger, frame),
     )
+
+
+def _expanded(frame: pl.DataFrame) -> pl.DataFrame:
+    case = pl.col("reasoning_row").str.json_path_match("$.case")
+    return (frame.filter(pl.col("reasoning_row").is_not_null()).group_by(case.alias("case"))
+            .agg(rows=pl.len(), tokens=pl.col("num_tokens").sum(), trained_tokens=pl.col("num_trained_tokens").sum())
+            .cast({"case": pl.String, "rows": pl.Int64, "tokens": pl.Int64, "trained_tokens": pl.Int64}))
 
 
 def _blocks(frame: pl.DataFrame) -> pl.DataFrame:
@@ -181,6 +190,7 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger"] = merged["ledger"].group_by("target", "kind", "reason").agg(summed.sum())
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
+    merged["expanded"] = merged["expanded"].group_by("case").agg(summed.sum())
     merged["redactions"] = merged["redactions"].sort("row").group_by("detector", maintain_order=True).head(
         REDACTION_EXAMPLES)
     return Parts(**merged)

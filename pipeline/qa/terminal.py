@@ -96,6 +96,8 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
     for f in report.formats:
         formats.add_row(Text(f.name), _n(f.written), _n(f.with_tool_calls), _n(f.tokens))
     console.print(formats)
+    if report.shapes:  # the shape names the log source too (a trace dialect, a session, a batch)
+        console.print(Text("Written by shape / source  ", style="bold") + _counts(report.shapes, 12))
 
     u = report.tools
     tools = Text.assemble(
@@ -165,6 +167,9 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
     g = report.reasoning
     console.print(Text.assemble(("Reasoning  ", "bold"), f"{g.blocks:,} blocks in {g.rows:,} conversations; dropped: ",
                                 ", ".join(f"{x.target} {x.blocks:,}" for x in g.dropped) or "none"))
+    if g.expanded:
+        console.print(Text.assemble(("Expanded  ", "bold"), "past_reasoning=expand rows: ", ", ".join(
+            f"{x.case} {x.rows:,} ({x.tokens:,} tokens, {x.trained_tokens:,} trained)" for x in g.expanded)))
 
     for title, items in (("Longest conversations", report.longest), ("Shortest conversations", report.shortest)):
         table = _table(title, "source", "tokens", "msgs", "calls", "opening user text",

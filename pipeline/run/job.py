@@ -182,6 +182,8 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFil
     dedup.passed += 1
     stats.stages["write"].seen += 1
     writer.write(item.rendered)
+    for row in item.extra_rows:
+        writer.write(row)
     stats.stages["write"].passed += 1
     for group, key in item.tallies:
         stats.tally(group, key)

@@ -9,8 +9,9 @@ from typing import Any, Callable
 
 from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import InternalError, SftprepError
+from ..ledger import LedgerEntry
 from ..ingest import RawRecord, expand, parse_record
-from ..validate import Issue, ValidateConfig, validate
+from ..validate import RULES, Issue, ValidateConfig, validate
 from .config import JobConfig
 from .item import Item, content_digest, drop, reject
 from .stats import Stats
@@ -56,7 +57,14 @@ def parse_stage(item: Item, ctx: Context) -> Item:
                                          keep_original=ctx.config.output.keep_original)
     except SftprepError as exc:
         return reject(item, "parse", exc.code, exc.message, exc.path)
+    item.ledger.extend(source_ledger(item.conversation))
     return item
+
+
+def source_ledger(conv: Conversation) -> list[LedgerEntry]:
+    """What the log source could not carry, as ledger entries against the source (a trace, a session)."""
+    return [LedgerEntry("dropped", "$.meta.lacks", RULES[code].description, target=conv.meta.shape)
+            for code in conv.meta.lacks if code in RULES]
 
 
 def validate_stage(item: Item, ctx: Context) -> Item:
@@ -165,7 +173,7 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
                 break
             counts.passed += 1
         else:
-            item.tallies = _tallies(item)
+            item.tallies += _tallies(item)
         if ctx.scrubber is not None and item.outcome is not None and item.outcome.kind == "rejected":
             ctx.scrubber.clean_rejection(item)
     return items, stats

@@ -38,6 +38,7 @@ SCHEMA = pa.schema([
     ("issues", pa.string()),  # JSON: warnings the record kept
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
     ("export", pa.string()),  # JSON: the [convert] target body, or null
+    ("reasoning_row", pa.string()),  # JSON under past_reasoning="expand": case, row, rows, messages, trained
 ])
 
 
