@@ -102,7 +102,7 @@ def limits(name: str) -> Iterator[None]:
             raise _over(f"ran longer than {MAX_SECONDS:g} s")
 
         previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, MAX_SECONDS + 1)
+        signal.setitimer(signal.ITIMER_REAL, MAX_SECONDS)
     try:
         yield
     except RecursionError:

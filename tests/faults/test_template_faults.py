@@ -61,10 +61,10 @@ def test_the_wall_clock_stops_a_loop_the_step_budget_does_not_see(tmp_path, monk
     monkeypatch.setattr(template_limits, "MAX_SECONDS", 0.5)
     monkeypatch.setattr(template_limits, "MAX_STEPS", 10**12)
     template = tmp_path / "slow.jinja"
-    many = {"messages": [{"role": "user", "content": str(i)} for i in range(300)] + [{"role": "assistant", "content": "ok"}]}
-    # messages x messages x messages: no range() to count, only the clock to stop it.
-    template.write_text("{% for a in messages %}{% for b in messages %}{% for c in messages %}{% endfor %}{% endfor %}"
-                        "{% endfor %}" + CHATML_LIKE)
+    many = {"messages": [{"role": ("user", "assistant")[i % 2], "content": f"turn {i}"} for i in range(300)]}
+    # messages^4: no range() to count, only the clock to stop it.
+    template.write_text("{% for a in messages %}{% for b in messages %}{% for c in messages %}{% for d in messages %}"
+                        "{% endfor %}{% endfor %}{% endfor %}{% endfor %}" + CHATML_LIKE)
     src = jsonl(tmp_path / "in.jsonl", many)
     done, out = run_job(tmp_path, src, extra=f'[render]\ntemplate = "{template}"\ntokenizer = "qwen2.5"\n')
     clean(done, 0)
