@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,13 @@ def main() -> None:
         base.mkdir(parents=True, exist_ok=True)
         default = ROOT / "configs" / "default.toml"
         no_qa = base / "no-qa.toml"
-        no_qa.write_text(default.read_text(encoding="utf-8").replace("[output]\n", "[output]\nqa_report = false\n", 1),
-                         encoding="utf-8")
+        text = default.read_text(encoding="utf-8")
+        # default.toml may set qa_report itself: turn it off there rather than setting it twice
+        if re.search(r"(?m)^qa_report = ", text):
+            text = re.sub(r"(?m)^qa_report = true", "qa_report = false", text, count=1)
+        else:
+            text = text.replace("[output]\n", "[output]\nqa_report = false\n", 1)
+        no_qa.write_text(text, encoding="utf-8")
         peaks: dict[tuple[str, int], int] = {}
         print(f"  {'config':22} {'input':>20} {'seconds':>8} {'conv/s':>8} {'peak RSS':>10}")
         for scale in (1, 10):

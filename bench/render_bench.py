@@ -1,9 +1,12 @@
-"""Render + tokenize + write a training set, three ways, on the same conversations and tokenizer:
+"""Render + tokenize + write a training set, three ways, beside two bounds, on the same conversations and
+tokenizer:
 
   (a) baseline: `datasets.Dataset.map` calling `tokenizer.apply_chat_template(messages, tools=...,
       chat_template=<trl 1.16.0 qwen2_5_training.jinja>, tokenize=True, return_dict=True,
       return_assistant_tokens_mask=True)` with num_proc = cores, then `to_parquet`;
   (b) bound: `tokenizers.Tokenizer.encode_batch` over the already-rendered texts (tokenizing everything);
+  (b') the new bound: the fast engine that `tokenizer_backend = "auto"` picks for qwen2.5 (fastokens,
+      else gigatoken) encoding the same rendered texts, on every core;
   (c) `sftprep run` (pipeline.run_job): chatml + qwen2.5, Parquet out, workers = cores.
 
     python bench/render_bench.py [--quick] [--agent N] [--unique N] [--distinct N] [--workers N] [--repeat N]
@@ -26,7 +29,7 @@ charged to (a); (c) reads and parses the JSONL itself. After the phases the benc
 (c)'s input_ids equal (a)'s and that the loss masks are equal up to one documented difference: trl's
 template trains the newline after `<|im_start|>assistant` and the newline after an assistant's
 `<|im_end|>`; sftprep's chatml trains neither (they are template scaffolding, not what the model writes).
-Exit status 1 if any row differs.
+(b) and (b') must give (a)'s ids on every row too. Exit status 1 if any row differs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ import hashlib
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import tempfile
@@ -48,151 +50,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CORPUS = Path(os.environ.get("SFTPREP_CORPUS", ROOT.parent / "shared" / "corpus")).resolve()
-TAU = CORPUS / "tau_bench_gpt4o_airline" / "gpt-4o-airline.json"
 TRL_TEMPLATE = "trl/chat_templates/qwen2_5_training.jinja"
 TRL_TEMPLATE_SHA256 = "0cd86fb80f520885e35040a8df321540e729d3358da41f27cf74d33103d94f62"
 
-# --- the workloads ----------------------------------------------------------------------------------
-
-# Tool definitions for the airline trajectories (the corpus logs the calls, not the tool list). Written
-# for this bench from the argument shapes the calls use.
-_FLIGHTS = {"type": "array", "description": "Flight segments, in travel order.",
-            "items": {"type": "object", "properties": {
-                "flight_number": {"type": "string", "description": "Flight number, such as 'HAT001'."},
-                "date": {"type": "string", "description": "Date of the flight, YYYY-MM-DD."}},
-                "required": ["flight_number", "date"]}}
-_PASSENGERS = {"type": "array", "description": "Every passenger of the reservation.",
-               "items": {"type": "object", "properties": {
-                   "first_name": {"type": "string", "description": "First name."},
-                   "last_name": {"type": "string", "description": "Last name."},
-                   "dob": {"type": "string", "description": "Date of birth, YYYY-MM-DD."}},
-                   "required": ["first_name", "last_name", "dob"]}}
-_STR = {"type": "string"}
-
-
-def _tool(name: str, description: str, properties: dict, required: list[str] | None = None) -> dict:
-    params = {"type": "object", "properties": properties,
-              "required": list(properties) if required is None else required}
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
-
-
-def _described(schema: dict, description: str) -> dict:
-    return {**schema, "description": description}
-
-
-AIRLINE_TOOLS = [
-    _tool("book_reservation", "Book a reservation for a user once they have confirmed every detail.", {
-        "user_id": _described(_STR, "The user's id, such as 'sara_doe_496'."),
-        "origin": _described(_STR, "IATA code of the departure airport, such as 'SFO'."),
-        "destination": _described(_STR, "IATA code of the arrival airport, such as 'JFK'."),
-        "flight_type": {"type": "string", "enum": ["one_way", "round_trip"], "description": "Trip type."},
-        "cabin": {"type": "string", "enum": ["basic_economy", "economy", "business"], "description": "Cabin class."},
-        "flights": _FLIGHTS, "passengers": _PASSENGERS,
-        "payment_methods": {"type": "array", "description": "How the booking is paid, method by method.",
-                            "items": {"type": "object", "properties": {
-                                "payment_id": _described(_STR, "A payment method id of the user."),
-                                "amount": {"type": "number", "description": "Amount charged to it."}},
-                                "required": ["payment_id", "amount"]}},
-        "total_baggages": {"type": "integer", "description": "Checked bags in total."},
-        "nonfree_baggages": {"type": "integer", "description": "Checked bags that are paid for."},
-        "insurance": {"type": "string", "enum": ["yes", "no"], "description": "Whether travel insurance is bought."}}),
-    _tool("calculate", "Evaluate an arithmetic expression (numbers, + - * / and parentheses).",
-          {"expression": _described(_STR, "The expression, such as '2 * (3 + 4)'.")}),
-    _tool("cancel_reservation", "Cancel a whole reservation.",
-          {"reservation_id": _described(_STR, "The reservation id, such as 'ZFA04Y'.")}),
-    _tool("get_reservation_details", "Get the details of a reservation.",
-          {"reservation_id": _described(_STR, "The reservation id, such as 'ZFA04Y'.")}),
-    _tool("get_user_details", "Get the profile of a user: name, address, payment methods, reservations.",
-          {"user_id": _described(_STR, "The user's id, such as 'sara_doe_496'.")}),
-    _tool("list_all_airports", "List every airport served, with its city.", {}),
-    _tool("search_direct_flight", "Search direct flights between two airports on a date.", {
-        "origin": _described(_STR, "IATA code of the departure airport."),
-        "destination": _described(_STR, "IATA code of the arrival airport."),
-        "date": _described(_STR, "Date of travel, YYYY-MM-DD.")}),
-    _tool("search_onestop_flight", "Search flights with one stop between two airports on a date.", {
-        "origin": _described(_STR, "IATA code of the departure airport."),
-        "destination": _described(_STR, "IATA code of the arrival airport."),
-        "date": _described(_STR, "Date of travel, YYYY-MM-DD.")}),
-    _tool("send_certificate", "Send a travel certificate to a user as a goodwill gesture.", {
-        "user_id": _described(_STR, "The user's id."),
-        "amount": {"type": "number", "description": "Value of the certificate in dollars."}}),
-    _tool("think", "Think about something without acting or fetching anything; the thought is logged.",
-          {"thought": _described(_STR, "What to think about.")}),
-    _tool("transfer_to_human_agents", "Hand the conversation to a human agent, when the request is outside "
-          "what the policy lets the agent do.", {"summary": _described(_STR, "What the user needs, for the human agent.")}),
-    _tool("update_reservation_baggages", "Change the checked bags of a reservation.", {
-        "reservation_id": _described(_STR, "The reservation id."),
-        "total_baggages": {"type": "integer", "description": "Checked bags in total."},
-        "nonfree_baggages": {"type": "integer", "description": "Checked bags that are paid for."},
-        "payment_id": _described(_STR, "Payment method for the extra bags.")}),
-    _tool("update_reservation_flights", "Change the flights (and cabin) of a reservation.", {
-        "reservation_id": _described(_STR, "The reservation id."),
-        "cabin": {"type": "string", "enum": ["basic_economy", "economy", "business"], "description": "Cabin class."},
-        "flights": _FLIGHTS, "payment_id": _described(_STR, "Payment method for any price difference.")}),
-    _tool("update_reservation_passengers", "Change the passengers' details of a reservation.", {
-        "reservation_id": _described(_STR, "The reservation id."), "passengers": _PASSENGERS}),
-]
-
-
-def load_trajectories() -> list[list[dict]]:
-    if not TAU.is_file():
-        sys.exit(f"render_bench: the corpus file {TAU} is missing (set SFTPREP_CORPUS)")
-    return [item["traj"] for item in json.loads(TAU.read_text(encoding="utf-8"))]
-
-
-def _tagged(message: dict, tag: str) -> dict:
-    """A copy of the message whose text carries the conversation's tag."""
-    return {**message, "content": f"{message['content']} [{tag}]"}
-
-
-WORKLOADS = ("agent", "unique-turns", "distinct")
-
-
-def make_conversation(trajectories: list[list[dict]], k: int, kind: str) -> dict:
-    """Conversation k of a workload, as an OpenAI Chat request body.
-    agent: trajectory k mod 120, its first user message tagged with k (the rest repeats, as it does in
-    logs of repeated sessions or of every request of a session); unique-turns: every text of every user,
-    tool and assistant message tagged; distinct: unique-turns with a distinct system prompt and tool order."""
-    traj = trajectories[k % len(trajectories)]
-    tag = f"session {k:06d}"
-    if kind == "agent":
-        first_user = next(i for i, m in enumerate(traj) if m["role"] == "user")
-        messages = [_tagged(m, tag) if i == first_user else m for i, m in enumerate(traj)]
-    else:
-        messages = [_tagged(m, tag) if m["role"] != "system" and isinstance(m.get("content"), str) else m
-                    for m in traj]
-    tools = AIRLINE_TOOLS
-    if kind == "distinct":
-        rng = random.Random(k)
-        messages[0] = {**messages[0], "content": f"Deployment {k:06d} (region {rng.randrange(1000)}).\n\n"
-                                                 + messages[0]["content"]}
-        tools = list(AIRLINE_TOOLS)
-        rng.shuffle(tools)
-    return {"model": "gpt-4o", "messages": messages, "tools": tools}
-
-
-def write_workload(path: Path, kind: str, n: int) -> None:
-    trajectories = load_trajectories()
-    with open(path, "w", encoding="utf-8") as out:
-        for k in range(n):
-            out.write(json.dumps(make_conversation(trajectories, k, kind), ensure_ascii=False) + "\n")
-
-
-def hf_inputs(body: dict) -> tuple[list[dict], list[dict]]:
-    """What a transformers user passes apply_chat_template: the OpenAI messages with arguments parsed to
-    objects (the Qwen templates `tojson` them: a string would be encoded twice) and the tools."""
-    messages = []
-    for message in body["messages"]:
-        if message.get("tool_calls"):
-            message = {**message, "tool_calls": [
-                {**call, "function": {**call["function"], "arguments": json.loads(call["function"]["arguments"] or "{}")}}
-                for call in message["tool_calls"]]}
-        messages.append(message)
-    return messages, body["tools"]
+from workloads import (AIRLINE_TOOLS, CORPUS, TAU, WORKLOADS, hf_inputs, load_trajectories,  # noqa: E402,F401
+                       make_conversation, write_workload)
 
 
 # --- the phases (each runs in a child process) -------------------------------------------------------
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (workers, pool processes): on a shared
+    machine a steadier measure than the wall clock, which counts the time others hold the cores."""
+    import resource
+
+    own, done = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+
 
 def trl_template() -> str:
     """trl 1.16.0's qwen2_5_training.jinja, from the wheel (downloaded once with pip, sha256 checked)."""
@@ -237,16 +111,16 @@ def phase_baseline(workload: Path, out: Path, workers: int) -> dict:
             columns["tools"].append(json.dumps(tools, ensure_ascii=False))
     dataset = datasets.Dataset.from_dict(columns)
     del columns
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     mapped = dataset.map(_baseline_row, fn_kwargs={"tokenizer": tokenizer, "template": template},
                          num_proc=workers, remove_columns=["messages", "tools"])
     mapped.to_parquet(str(out / "baseline.parquet"))
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     import pyarrow.parquet as pq
 
     ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids")
     tokens = sum(len(x) for x in ids.to_pylist())
-    return {"seconds": seconds, "conversations": len(mapped), "tokens": tokens}
+    return {"seconds": seconds, "cpu": cpu, "conversations": len(mapped), "tokens": tokens}
 
 
 def phase_bound(out: Path) -> dict:
@@ -257,12 +131,45 @@ def phase_bound(out: Path) -> dict:
     backend = load_tokenizer("qwen2.5").backend
     ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
     texts = backend.decode_batch(ids, skip_special_tokens=False)  # the rendered texts (not timed)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     encodings = backend.encode_batch(texts, add_special_tokens=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     same = sum(e.ids == x for e, x in zip(encodings, ids))
-    return {"seconds": seconds, "conversations": len(texts), "tokens": sum(len(e.ids) for e in encodings),
+    return {"seconds": seconds, "cpu": cpu, "conversations": len(texts), "tokens": sum(len(e.ids) for e in encodings),
             "same_ids": same}
+
+
+def phase_fast_bound(out: Path) -> dict:
+    """(b'): the fast engine `auto` picks for qwen2.5, encoding the rendered texts whole (added tokens
+    matched by the engine), on every core as (b) is."""
+    import pyarrow.parquet as pq
+
+    from pipeline import load_tokenizer
+    from pipeline.render.fast_tokenizer import choose_backend
+
+    tok = load_tokenizer("qwen2.5")
+    chosen, note = choose_backend(tok, "auto", 0)
+    if chosen is None:
+        sys.exit(f"render_bench: no fast engine for (b'): {note}")
+    ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
+    texts = tok.backend.decode_batch(ids, skip_special_tokens=False)  # the rendered texts (not timed)
+    cores = os.cpu_count() or 1
+    if chosen.name == "fastokens":
+        os.environ["FASTOKENS_BPE_THREADS"] = str(cores)  # read when the tokenizer is built
+        import fastokens
+
+        engine = fastokens.Tokenizer.from_json_str(tok.backend.to_str())
+        encode = lambda: [e.ids for e in engine.encode_batch(texts)]  # noqa: E731
+    else:
+        import gigatoken
+
+        engine = gigatoken.Tokenizer.from_json(tok.backend.to_str())
+        encode = lambda: engine.encode_batch_list(texts, parallel=True)  # noqa: E731
+    started, cpu = time.perf_counter(), _cpu()
+    encoded = encode()
+    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+    return {"seconds": seconds, "cpu": cpu, "conversations": len(texts), "tokens": sum(len(e) for e in encoded),
+            "same_ids": sum(e == x for e, x in zip(encoded, ids)), "engine": chosen.name}
 
 
 def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> dict:
@@ -274,28 +181,28 @@ def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> 
         "input.paths": [str(workload)], "output.dir": str(out / ("sftprep-qa" if qa else "sftprep")),
         "render.template": "chatml", "render.tokenizer": "qwen2.5", "run.workers": workers, "shape.max_tokens": 0,
         "convert.to": "", "output.qa_report": qa})
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     result = run_job(config, progress=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     import pyarrow.parquet as pq
 
     tokens = sum(pq.read_metadata(p).num_rows and sum(pq.read_table(p, columns=["num_tokens"]).column(0).to_pylist())
                  for p in result.shards)
     stats = result.stats.to_dict()
-    return {"seconds": seconds, "conversations": result.stats.read, "written": result.stats.written,
+    return {"seconds": seconds, "cpu": cpu, "conversations": result.stats.read, "written": result.stats.written,
             "tokens": tokens, "rejected": stats["records"]["rejected"], "filtered": stats["records"]["filtered"],
             "reasons": {stage: {**c["rejected"], **c["filtered"]} for stage, c in stats["stages"].items()
                         if c["rejected"] or c["filtered"]}}
 
 
-PHASES = {"baseline": phase_baseline, "bound": phase_bound, "sftprep": phase_sftprep,
+PHASES = {"baseline": phase_baseline, "bound": phase_bound, "fast-bound": phase_fast_bound, "sftprep": phase_sftprep,
           "sftprep-qa": lambda workload, out, workers: phase_sftprep(workload, out, workers, qa=True)}
 
 
 def _child_main(argv: list[str]) -> None:
     name, workload, out, workers, result = argv
     fn = PHASES[name]
-    args = (Path(out),) if name == "bound" else (Path(workload), Path(out), int(workers))
+    args = (Path(out),) if name in ("bound", "fast-bound") else (Path(workload), Path(out), int(workers))
     Path(result).write_text(json.dumps(fn(*args)))
 
 
@@ -432,28 +339,37 @@ def _mib(n: int) -> str:
 
 
 def report(kind: str, n: int, phases: dict[str, dict], check: dict) -> bool:
-    a, b, c = phases["a"], phases["b"], phases["c"]
+    a, b, fast, c = phases["a"], phases["b"], phases["b'"], phases["c"]
     labels = {"a": "(a) datasets.map + apply_chat_template", "b": "(b) encode_batch of the rendered texts",
-              "c": "(c) sftprep run", "c+qa": "(c) sftprep run, QA report included"}
+              "b'": f"(b') {fast['engine']} encode of the rendered texts", "c": "(c) sftprep run",
+              "c+qa": "(c) sftprep run, QA report included"}
     rate = {key: data["conversations"] / data["seconds"] for key, data in phases.items()}
     print(f"\n== workload '{kind}': {n:,} conversations, {a['tokens']:,} tokens "
           f"({a['tokens'] / max(1, a['conversations']):,.0f} per conversation)")
-    print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'peak RSS':>10}  runs (s)")
+    print(f"  {'':44} {'seconds':>8} {'conv/s':>9} {'tokens/s':>12} {'CPU s':>8} {'peak RSS':>10}  runs (s)")
     for key, data in phases.items():
         spread = ", ".join(f"{x:.1f}" for x in data["all_seconds"])
         print(f"  {labels[key]:44} {data['seconds']:8.1f} {rate[key]:9,.0f} {data['tokens'] / data['seconds']:12,.0f} "
-              f"{_mib(data['peak_rss']):>10}  {spread}")
-    print(f"  (c)/(a) = {rate['c'] / rate['a']:.2f}x    (c)/(b) = {rate['c'] / rate['b']:.2f}x   (conversations/s)")
+              f"{data['cpu']:8.1f} {_mib(data['peak_rss']):>10}  {spread}")
+    to_fast = rate["c"] / rate["b'"]
+    print(f"  (c)/(a) = {rate['c'] / rate['a']:.2f}x    (c)/(b) = {rate['c'] / rate['b']:.2f}x    "
+          f"(c)/(b') = {to_fast:.2f}x   (conversations/s)")
+    per_cpu = {key: data["conversations"] / max(data["cpu"], 1e-9) for key, data in phases.items()}
+    cpu_fast = per_cpu["c"] / per_cpu["b'"]
+    print(f"  by CPU time: (c)/(a) = {per_cpu['c'] / per_cpu['a']:.2f}x    (c)/(b) = {per_cpu['c'] / per_cpu['b']:.2f}x"
+          f"    (c)/(b') = {cpu_fast:.2f}x   (conversations per CPU second)")
     if c["rejected"] or c["filtered"]:
         print(f"  sftprep wrote {c['written']:,} of {c['conversations']:,}: {c['reasons']}")
     print(f"  repetition: {check['repeated']:.1%} of the tokens are in segments (text between special tokens) seen "
           f"earlier in the workload")
     print(f"  check: {check['compared']:,} rows compared, ids equal {check['ids_equal']:,}, masks equal "
           f"{check['masks_equal']:,} (after clearing {check['newlines_cleared']:,} newlines trl trains); "
-          f"(b) re-encoded {b['same_ids']:,}/{b['conversations']:,} identically")
+          f"(b) re-encoded {b['same_ids']:,}/{b['conversations']:,} identically, (b') {fast['same_ids']:,}/"
+          f"{fast['conversations']:,}")
     for line in check["failures"][:10]:
         print("  MISMATCH", line)
-    return not check["failures"] and check["compared"] == c["written"] and b["same_ids"] == b["conversations"]
+    return (not check["failures"] and check["compared"] == c["written"] and b["same_ids"] == b["conversations"]
+            and fast["same_ids"] == fast["conversations"])
 
 
 def main() -> None:
@@ -485,7 +401,8 @@ def main() -> None:
             workload = out / "conversations.jsonl"
             write_workload(workload, kind, n)
             print(f"{kind}: {n:,} conversations, {workload.stat().st_size / 2**20:,.0f} MiB of JSONL", flush=True)
-            names = {"a": "baseline", "b": "bound", "c": "sftprep", **({"c+qa": "sftprep-qa"} if args.with_qa else {})}
+            names = {"a": "baseline", "b": "bound", "b'": "fast-bound", "c": "sftprep",
+                     **({"c+qa": "sftprep-qa"} if args.with_qa else {})}
             runs: dict[str, list[dict]] = {key: [] for key in names}
             for _ in range(args.repeat):
                 for key, name in names.items():

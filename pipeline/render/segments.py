@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import struct
-import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
@@ -16,18 +15,13 @@ from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 import numpy as np
 import tokenizers as hf_tokenizers
 
+from .fast_tokenizer import choose_backend, hf_encode
+
 __all__ = ["SegmentEncoder", "Segmented"]
 
 _INT32 = "i" if array("i").itemsize == 4 else "l"
 _INT32_NP = np.dtype(np.int32)  # native order, as array(_INT32) stores
 _ZERO = array(_INT32, [0])
-
-
-def _int32_le(ids: list[int]) -> bytes:
-    out = array(_INT32, ids)
-    if sys.byteorder != "little":
-        out.byteswap()
-    return out.tobytes()
 
 
 class Segmented(NamedTuple):
@@ -142,6 +136,18 @@ class SegmentEncoder:
         self._split = re.compile("|".join(re.escape(t) for t in added)) if added else None
         self._segmentable = tokenizer.segmentable
         self._token_bytes = {token_id: struct.pack("<i", token_id) for token_id in tokenizer.added_tokens.values()}
+        self.fast = None  # a FastEncoder once `use_backend` chose one; None: HF tokenizers
+        self.backend_note = "HF tokenizers"
+        self._backend_choice: tuple[str, int] = ("hf", 0)
+
+    def use_backend(self, backend: str = "auto", check_every: int = 100) -> str:
+        """Encode pieces with a fast engine where it gives HF's ids (`fast_tokenizer.choose_backend`):
+        "auto", "hf" or an engine's name. Returns a sentence saying what was chosen and why. Choosing
+        again with the same settings keeps the choice (a forked worker inherits its parent's)."""
+        if (backend, check_every) != self._backend_choice:
+            self.fast, self.backend_note = choose_backend(self.tokenizer, backend, check_every)
+            self._backend_choice = (backend, check_every)
+        return self.backend_note
 
     def split(self, text: str) -> list[tuple[int, int, int | None]]:
         """(start, end, id) pieces: id is the added token's id, or None for text between them."""
@@ -207,13 +213,10 @@ class SegmentEncoder:
             self.misses += len(missing)
         if missing:
             keys = list(missing)
-            encodings = self.tokenizer.backend.encode_batch(keys, add_special_tokens=False)
+            encoded = self.fast.encode(keys) if self.fast is not None else hf_encode(self.tokenizer.backend, keys)
             with self._lock:
-                for piece, encoding in zip(keys, encodings):
-                    offs = encoding.offsets
-                    seg_ids = encoding.ids
-                    value = (seg_ids, array(_INT32, [o[0] for o in offs]), array(_INT32, [o[1] for o in offs]),
-                             _int32_le(seg_ids))
+                for piece, value in zip(keys, encoded):
+                    seg_ids = value[0]
                     for i in missing[piece]:
                         out[i] = value
                     if self.cache_size and 0 < len(seg_ids) <= self.cache_tokens and piece not in self._cache:

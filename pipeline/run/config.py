@@ -80,6 +80,12 @@ class RenderConfig(_Section):
     # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
     # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
     segment_cache_tokens: NonNegative = 1_000_000
+    # Who encodes the text between special tokens: "auto" (a fast engine, fastokens then gigatoken, where
+    # its self-check at load gives HF tokenizers' ids; else HF, saying why), "hf", or an engine by name
+    # (an error if it fails the self-check). Every Nth piece the engine encodes is also encoded by HF;
+    # any difference stops the run. 0: no running check.
+    tokenizer_backend: Literal["auto", "hf", "fastokens", "gigatoken"] = "auto"
+    tokenizer_check_every: NonNegative = 100
 
 
 class OutputConfig(_Section):
@@ -88,6 +94,17 @@ class OutputConfig(_Section):
     shard_size: int = 10_000
     keep_original: bool = False
     qa_report: bool = True
+    # Share of rows (by content hash: stable across reruns and worker counts) written as the validation
+    # split, to validation-*.parquet and each export's validation file; 0: no split.
+    validation: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+
+
+ExportFormat = Literal["openai", "trl", "sharegpt"]
+
+
+class ExportConfig(_Section):
+    # Also write each row as a record of these formats, beside the data (see README "Training with the output").
+    formats: list[ExportFormat] = field(default_factory=list)
 
 
 class RunConfig(_Section):
@@ -106,6 +123,7 @@ class JobConfig(_Section):
     convert: ConvertConfig = field(default_factory=ConvertConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 

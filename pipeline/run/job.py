@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +16,14 @@ from msgspec.structs import replace
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
 from .item import Item
-from .lock import OutputLock, remove_leftovers
 from .local import Workers
+from .lock import OutputLock, remove_leftovers
 from .progress import Progress
 from .stages import Context
+from .split import Outputs
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
+from .writers import JsonlFile, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -40,17 +42,22 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     reporter = Progress(progress, sum(_size(p) for p in paths))
     config = resolved(config)
     ctx = Context(config)  # unknown validation codes fail here, before any work
-    ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
+    renderer = ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
     out = ensure_dir(config.output.dir)
     with OutputLock(out):  # a second run into this directory refuses here, before any work
         clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
         remove_leftovers(out)  # half files of a killed run
-        return _execute_into(out, paths, config, reporter, started)
+        return _execute_into(out, paths, config, renderer, reporter, started)
 
 
-def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Progress, started: float) -> RunResult:
+def _execute_into(out: Path, paths: list[Path], config: JobConfig, renderer, reporter: Progress,
+                  started: float) -> RunResult:
     stats = Stats()
-    writer = ShardWriter(out, config.output.format, config.output.shard_size)
+    encoder = renderer.tokenizer.segment_encoder
+    stats.tally("tokenizer_backend", encoder.fast.name if encoder.fast is not None else "hf")
+    if encoder.fast is None and config.render.tokenizer_backend == "auto":
+        print(f"sftprep run: {renderer.backend_note}", file=sys.stderr)
+    writer = Outputs(out, config)  # data shards per split, and the [export] files
     rejects = JsonlFile(out / "rejects.jsonl")
     filtered = JsonlFile(out / "filtered.jsonl")
     # digest -> the source first written with it; None: shape.dedup is off
@@ -74,6 +81,8 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, reporter: Pro
         if near is not None:
             near.file.close()
         stats.tally("output", "shards", len(shards))
+        for key, count in writer.counts.items():
+            stats.tally("export", key, count)
         write_json(out / "stats.json", stats.to_dict())
         write_json(out / "config.json", to_dict(config))
     except BaseException:
@@ -148,7 +157,7 @@ class _NearDedup:
         return kept
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile],
+def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile],
             seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:

@@ -37,7 +37,7 @@ class Context:
         if self._renderer is None:
             from .render_stage import Renderer
 
-            self._renderer = Renderer(self.config.render)
+            self._renderer = Renderer(self.config.render, self.config.export.formats)
         return self._renderer
 
 
