@@ -37,9 +37,16 @@ class ShapeConfig(_Section):
     drop_codes: list[str] = field(default_factory=list)  # filter records that have these issue codes
     min_tokens: int = 0
     max_tokens: int = 0  # 0: no limit
-    trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
+    # Sessions and long conversations (pipeline/run/fold.py, window.py).
+    # "longest": a conversation that is a prefix of another of its session is folded into it; "all": kept.
+    sessions: Literal["longest", "all"] = "longest"
+    # Rows held back at most (outside HTTP recordings) waiting for a longer conversation of their session.
+    session_window: Annotated[int, msgspec.Meta(ge=1)] = 256
+    # Over max_tokens: "trim" whole units from the end, "window" into several rows, or "drop".
+    long: Literal["trim", "window", "drop"] = "trim"
+    window_overlap: NonNegative = 1  # earlier call/result units repeated as masked context in each window
 
 
 class ConvertConfig(_Section):
@@ -101,11 +108,24 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
         raw.setdefault(section, {})[key] = value
+    _renamed_keys(raw)
     try:
         return msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
                           code="bad_config") from None
+
+
+def _renamed_keys(raw: dict[str, Any]) -> None:
+    """Keys of older configs: `shape.trim = true|false` is `shape.long = "trim"|"drop"`."""
+    shape = raw.get("shape")
+    if isinstance(shape, dict) and "trim" in shape:
+        trim = shape.pop("trim")
+        if "long" not in shape and isinstance(trim, bool):
+            shape["long"] = "trim" if trim else "drop"
+        elif not isinstance(trim, bool):
+            raise ConfigError(f"shape.trim must be true or false (it means shape.long = \"trim\" | \"drop\"), "
+                              f"got {trim!r}", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

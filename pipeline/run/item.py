@@ -39,6 +39,12 @@ class Item:
     tallies: list[tuple[str, str]] = field(default_factory=list)
     outcome: Outcome | None = None
     error: SftprepError | None = None  # a read error carried from the reader
+    # Sessions and windows (fold.py, window.py): every row of a windowed conversation (`rendered` is the
+    # first); the session it belongs to and its rolling message digests; counted tallies (group, key, n).
+    windows: list | None = None
+    session: str = ""
+    chain: tuple[bytes, ...] = ()
+    shape_tallies: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:
@@ -46,8 +52,8 @@ def reject(item: Item, stage: str, code: str, message: str, path: str = "$", det
     return item
 
 
-def drop(item: Item, stage: str, reason: str, message: str) -> Item:
-    item.outcome = Outcome("filtered", stage, reason, message)
+def drop(item: Item, stage: str, reason: str, message: str, detail: dict | None = None) -> Item:
+    item.outcome = Outcome("filtered", stage, reason, message, detail=detail)
     return item
 
 

@@ -12,7 +12,8 @@ from typing import Any, Iterable, Iterator
 
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
-from .item import Item
+from .fold import Folder
+from .item import Item, drop
 from .local import Workers
 from .progress import Progress
 from .stages import Context
@@ -50,11 +51,16 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     if freeze:
         gc.freeze()
     try:
+        folder = Folder(config.shape.sessions, config.shape.session_window, stats)
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, rejects, seen_digests)
+                _dedup(item, stats, seen_digests)
+                for ready in folder.push(item):
+                    _finish(ready, stats, writer, rejects)
             reporter.update(stats)
+        for ready in folder.close():
+            _finish(ready, stats, writer, rejects)
         shards = writer.close()
     except BaseException:
         # Interrupted or failed: no half file stays behind (finished shards are whole).
@@ -93,7 +99,21 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
         yield batch
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, seen: set[str] | None) -> None:
+def _dedup(item: Item, stats: Stats, seen: set[str] | None) -> None:
+    if item.outcome is not None:
+        return
+    dedup = stats.stages["dedup"]
+    dedup.seen += 1
+    if seen is not None and item.digest:
+        if item.digest in seen:
+            dedup.filtered["duplicate"] += 1
+            drop(item, "dedup", "duplicate", "an exact duplicate of an earlier record")
+            return
+        seen.add(item.digest)
+    dedup.passed += 1
+
+
+def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile) -> None:
     if item.outcome is not None:
         if item.outcome.kind == "rejected":
             o = item.outcome
@@ -103,19 +123,13 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile, s
                 reject["detail"] = o.detail
             rejects.write(reject)
         return
-    dedup = stats.stages["dedup"]
-    dedup.seen += 1
-    if seen is not None and item.digest:
-        if item.digest in seen:
-            dedup.filtered["duplicate"] += 1
-            return
-        seen.add(item.digest)
-    dedup.passed += 1
     stats.stages["write"].seen += 1
-    writer.write(item.rendered)
+    for row in item.windows or [item.rendered]:
+        writer.write(row)
+        stats.tally("output", "rows")
     stats.stages["write"].passed += 1
-    for group, key in item.tallies:
-        stats.tally(group, key)
+    for group, key, *n in item.tallies:
+        stats.tally(group, key, *n)
 
 
 # --- engines --------------------------------------------------------------------------------------

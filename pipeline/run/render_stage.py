@@ -16,6 +16,7 @@ from .config import RenderConfig, ShapeConfig
 from .export import TARGET as EXPORT_TARGET
 from .export import to_messages
 from .item import conversation_json, drop
+from .shape_columns import shape_columns
 
 
 class Renderer:
@@ -44,13 +45,18 @@ class Renderer:
 
         return render_buffers(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
 
-    def render_item(self, item, shape: ShapeConfig):
-        """Render, apply the token limits (trimming whole units when allowed), and build the row."""
+    def render_item(self, item, shape: ShapeConfig, export=None):
+        """Render, apply the token limits (trimming whole units or windowing, as `shape.long` says), and
+        build the row (rows, for windows). `export` gives a window its own [convert] body."""
         conv = item.conversation
         rendered, *buffers = self.render_buffers(conv)
         if shape.max_tokens and len(rendered.input_ids) > shape.max_tokens:
-            if not shape.trim:
+            if shape.long == "drop":
                 return drop(item, "render", "too_long", f"{len(rendered.input_ids)} tokens > max_tokens")
+            if shape.long == "window":
+                from .window_rows import window_item
+
+                return window_item(self, item, shape, export)
             trimmed = self._trim(conv, shape.max_tokens)
             if trimmed is None:
                 return drop(item, "render", "too_long_untrimmable",
@@ -85,7 +91,9 @@ class Renderer:
                 hi = mid - 1
         return best
 
-    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None) -> dict[str, Any]:
+    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None, *,
+            window: tuple[int, int] = (0, 1), row_id: str | None = None, export: Any = None) -> dict[str, Any]:
+        """The row; a window of a long conversation gives (index, count), its own id and export."""
         # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
         # to the parent as buffers, turned into Arrow columns without a Python object per token.
         if buffers:
@@ -99,7 +107,7 @@ class Renderer:
         item.ledger.extend(export_ledger.entries)
         ledger = item.ledger
         return {
-            "id": item.digest,
+            "id": row_id or item.digest,
             "source": item.source,
             "source_format": conv.meta.provider,
             "shape": conv.meta.shape,
@@ -119,7 +127,9 @@ class Renderer:
             "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([{"kind": e.kind, "path": e.path, "reason": e.reason, "target": e.target}
                              for e in ledger]),
-            "export": _json(item.export) if item.export is not None else None,
+            "export": _json(export) if export is not None else (_json(item.export) if item.export is not None
+                                                                 else None),
+            **shape_columns(item, rendered, conv, window),
         }
 
 

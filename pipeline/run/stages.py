@@ -11,6 +11,7 @@ from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import SftprepError
 from ..ingest import RawRecord, expand, parse_record
 from ..validate import Issue, ValidateConfig, validate
+from . import fold
 from .config import JobConfig
 from .item import Item, content_digest, drop, reject
 from .stats import Stats
@@ -94,25 +95,32 @@ def shape_stage(item: Item, ctx: Context) -> Item:
 
 
 def render_stage(item: Item, ctx: Context) -> Item:
+    export = (lambda conv: _export(conv, ctx)) if ctx.config.convert.to else None
     try:
-        return ctx.renderer.render_item(item, ctx.config.shape)
+        ctx.renderer.render_item(item, ctx.config.shape, export)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
+    if item.outcome is None:  # folding compares what the row holds (after trimming)
+        item.chain = fold.chain(item.conversation)
+        item.session = fold.session_id(item.source, item.chain)
+    return item
 
 
 def export_stage(item: Item, ctx: Context) -> Item:
-    target = ctx.config.convert.to
-    if not target:
+    if not ctx.config.convert.to:
         return item
-    from .. import formats
-
     try:
-        item.export, entries = formats.serialize(item.conversation, target, shape="request",
-                                                 strict=ctx.config.run.strict)
+        item.export, entries = _export(item.conversation, ctx)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
     item.ledger.extend(entries)
     return item
+
+
+def _export(conv: Conversation, ctx: Context):
+    from .. import formats
+
+    return formats.serialize(conv, ctx.config.convert.to, shape="request", strict=ctx.config.run.strict)
 
 
 WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
@@ -147,14 +155,14 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
     return items, stats
 
 
-def _tallies(item: Item) -> list[tuple[str, str]]:
+def _tallies(item: Item) -> list[tuple]:
     """What a record adds to the run's tallies; the parent counts it only once the record is written,
     so tallies describe the written set (duplicates excluded)."""
     conv = item.conversation
     out = [("issues", issue.code) for issue in item.issues]
     out += [("ledger", entry.kind) for entry in item.ledger]
     out += [("source_format", conv.meta.provider or "unknown"), ("shape", conv.meta.shape or "unknown")]
-    return out
+    return out + item.shape_tallies
 
 
 def _undecoded(raw: RawRecord) -> Any:

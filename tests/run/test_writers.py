@@ -22,7 +22,8 @@ def _row(k: int, *, arrays: bool) -> dict:
            "template": "chatml", "tokenizer": "qwen2.5", "input_ids": ids, "labels": labels, "loss_mask": mask,
            "num_tokens": n, "num_trained_tokens": sum(mask), "num_messages": 2, "num_tool_calls": k % 2,
            "trimmed": False, "messages": json.dumps([{"role": "user", "content": f"q{k} ü"}]), "tools": "[]",
-           "conversation": "{}", "issues": "[]", "ledger": "[]", "export": None if k % 3 else "{}"}
+           "conversation": "{}", "issues": "[]", "ledger": "[]", "export": None if k % 3 else "{}",
+           "session": f"s{k // 4}", "folded": k % 2, "window": 0, "windows": 1, "role_tokens": "{}"}
     if arrays:
         row["input_ids"] = np.array(ids, dtype=np.int32)
         row["labels"] = np.array(labels, dtype=np.int32)
