@@ -121,11 +121,13 @@ def _renamed_keys(raw: dict[str, Any]) -> None:
     shape = raw.get("shape")
     if isinstance(shape, dict) and "trim" in shape:
         trim = shape.pop("trim")
-        if "long" not in shape and isinstance(trim, bool):
-            shape["long"] = "trim" if trim else "drop"
-        elif not isinstance(trim, bool):
+        if not isinstance(trim, bool):
             raise ConfigError(f"shape.trim must be true or false (it means shape.long = \"trim\" | \"drop\"), "
                               f"got {trim!r}", code="bad_config")
+        meant = "trim" if trim else "drop"
+        if shape.setdefault("long", meant) != meant:
+            raise ConfigError(f"shape.trim = {str(trim).lower()} and shape.long = {shape['long']!r} disagree: "
+                              "give shape.long alone", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:
