@@ -42,7 +42,8 @@ def totals(stats: dict | None, parts: Parts, rejects: pl.DataFrame, shards: int)
     rec = (stats or {}).get("records", {})
     return r.Totals(read=rec.get("read"), written=rec.get("written"), rejected=rec.get("rejected"),
                     filtered=rec.get("filtered"), balanced=rec.get("balanced"), rows=parts.rows.height,
-                    reject_lines=rejects.height, shards=shards)
+                    reject_lines=rejects.height, shards=shards,
+                    row_count=(((stats or {}).get("tallies") or {}).get("output") or {}).get("rows", rec.get("written")))
 
 
 def source_files(parts: Parts, rejects: pl.DataFrame, *, folders: bool = False) -> list[r.SourceFile]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 import polars as pl
 
+from . import sessions
 from .reading import ROW_COLUMNS, _clip_expr, _file, _row_schema
 
 EXAMPLES = 3  # example records per issue code, per outcome
@@ -38,6 +39,8 @@ class Parts:
     ledger_kinds: pl.DataFrame  # kind, entries, rows
     reasoning_drops: pl.DataFrame  # target, kind, blocks, rows
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
+    shape_rows: pl.DataFrame  # per row: session, folded, window, tokens by role (qa/sessions.py)
+    flagged: pl.DataFrame  # the first rows with no user turn or few trained tokens, with a preview
 
 
 def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
@@ -45,6 +48,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
     blocks = _blocks(frame)
     issues = _exploded(frame, "issues", _ISSUES)
     ledger = _exploded(frame, "ledger", _LEDGER)
+    shape_rows = sessions.shape_rows(frame, blocks)
     return Parts(
         rows=_row_figures(frame, blocks),
         tools=(blocks.filter(pl.col("type") == "tool_call").group_by("name").agg(calls=pl.len())
@@ -60,6 +64,8 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
                       .cast({"entries": pl.Int64, "rows": pl.Int64})),
         reasoning_drops=_reasoning_drops(ledger, blocks),
         extremes=_extremes(frame, blocks),
+        shape_rows=shape_rows,
+        flagged=sessions.flagged(frame, shape_rows, blocks),
     )
 
 
@@ -177,4 +183,5 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger"] = merged["ledger"].group_by("target", "kind", "reason").agg(summed.sum())
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
+    merged["flagged"] = sessions.combine_flagged(merged["flagged"])
     return Parts(**merged)

@@ -14,13 +14,15 @@ _HEADER_KINDS = {"system": "system", "developer": "system", "tools": "tools"}
 
 
 def role_tokens(rendered, conv) -> dict[str, int]:
-    """Tokens per role: system (and developer) instructions, tool definitions, user, assistant and tool
-    (results) turns, and the template's own scaffolding."""
+    """Tokens per role: system (and developer) instructions, tool definitions, user and assistant turns,
+    tool results (wherever the format put them), and the template's own scaffolding."""
     out = dict.fromkeys(ROLE_KEYS, 0)
     roles = [m.role for m in conv.messages]
     for span in rendered.spans:
         n = span.token_end - span.token_start
-        if span.message is not None:
+        if span.kind == "tool_result":  # results sit in user turns in some formats (Anthropic)
+            out["tool"] += n
+        elif span.message is not None:
             role = roles[span.message]
             out[role if role in out else "system"] += n
         else:
