@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 
 import polars as pl
 
-from . import sessions
+from . import session_parts
 from .reading import ROW_COLUMNS, _clip_expr, _file, _row_schema
 
 EXAMPLES = 3  # example records per issue code, per outcome
@@ -48,7 +48,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
     blocks = _blocks(frame)
     issues = _exploded(frame, "issues", _ISSUES)
     ledger = _exploded(frame, "ledger", _LEDGER)
-    shape_rows = sessions.shape_rows(frame, blocks)
+    shape_rows = session_parts.shape_rows(frame, blocks)
     return Parts(
         rows=_row_figures(frame, blocks),
         tools=(blocks.filter(pl.col("type") == "tool_call").group_by("name").agg(calls=pl.len())
@@ -65,7 +65,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
         reasoning_drops=_reasoning_drops(ledger, blocks),
         extremes=_extremes(frame, blocks),
         shape_rows=shape_rows,
-        flagged=sessions.flagged(frame, shape_rows, blocks),
+        flagged=session_parts.flagged(frame, shape_rows, blocks),
     )
 
 
@@ -183,5 +183,5 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger"] = merged["ledger"].group_by("target", "kind", "reason").agg(summed.sum())
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
-    merged["flagged"] = sessions.combine_flagged(merged["flagged"])
+    merged["flagged"] = session_parts.combine_flagged(merged["flagged"])
     return Parts(**merged)

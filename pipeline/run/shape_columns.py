@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
+from .writers import ROLE_KEYS
 
 # Span kinds outside any message: the instructions and the tool definitions; the rest is scaffolding.
 _HEADER_KINDS = {"system": "system", "developer": "system", "tools": "tools"}

@@ -41,8 +41,10 @@ SCHEMA = pa.schema([
     ("folded", pa.int32()),  # records folded into this row (prefixes of it, filtered as prefix_of)
     ("window", pa.int32()),  # this row's index among the windows of its conversation (0 when not windowed)
     ("windows", pa.int32()),  # windows of its conversation (1 when not windowed)
-    ("role_tokens", pa.string()),  # JSON: tokens by system, tools, user, assistant, tool, template
+    ("role_tokens", pa.string()),  # JSON: tokens by ROLE_KEYS
 ])
+# role_tokens: instructions, tool definitions, user and assistant turns, tool results, template scaffolding
+ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
 
 
 def atomic_path(path: Path) -> Path:

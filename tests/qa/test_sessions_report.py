@@ -14,7 +14,8 @@ from rich.console import Console
 
 from pipeline import run_job
 from pipeline.qa import build_report, render_html, render_terminal
-from pipeline.qa.sessions import LOW_TRAINED, trained_bins
+from pipeline.qa.session_parts import LOW_TRAINED
+from pipeline.qa.sessions import trained_bins
 from pipeline.run.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
