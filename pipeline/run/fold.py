@@ -37,17 +37,18 @@ _ENCODER = msgspec.json.Encoder(order="deterministic")
 _NO_SLOTS: dict = {}
 
 
-def chain(conv: Conversation) -> tuple[bytes, ...]:
-    """Rolling digests: [0] the header (system, developer, tools), [k] the header and messages[:k]."""
+def chain(conv: Conversation, limit: int | None = None) -> tuple[bytes, ...]:
+    """Rolling digests: [0] the header (system, developer, tools), [k] the header and messages[:k]; with
+    `limit`, only as far as messages[:limit] (the session id needs the first)."""
     header = (tuple(_block(b) for b in conv.system), tuple(_block(b) for b in conv.developer),
               tuple(replace(t, extras=_NO_SLOTS, form=_NO_SLOTS) for t in conv.tools))
-    digest = hashlib.blake2b(_ENCODER.encode(header), digest_size=16).digest()
-    out = [digest]
-    for message in conv.messages:
-        h = hashlib.blake2b(digest, digest_size=16)
-        h.update(_ENCODER.encode(_message(message)))
-        digest = h.digest()
-        out.append(digest)
+    # One running hash, copied at each message: JSON values are self-delimiting, so the bytes hashed up
+    # to message k determine messages[:k].
+    running = hashlib.blake2b(_ENCODER.encode(header), digest_size=16)
+    out = [running.digest()]
+    for message in conv.messages[:limit]:
+        running.update(_ENCODER.encode(_message(message)))
+        out.append(running.copy().digest())
     return tuple(out)
 
 

@@ -101,8 +101,9 @@ def render_stage(item: Item, ctx: Context) -> Item:
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
     if item.outcome is None:  # folding compares what the row holds (after trimming)
-        item.chain = fold.chain(item.conversation)
-        item.session = fold.session_id(item.source, item.chain)
+        links = fold.chain(item.conversation, None if ctx.config.shape.sessions == "longest" else 1)
+        item.session = fold.session_id(item.source, links)
+        item.chain = links if ctx.config.shape.sessions == "longest" else ()
     return item
 
 
