@@ -185,3 +185,29 @@ def test_every_strict_prefix_in_a_corpus_recording_is_folded(tmp_path):
     for recording, rows in by_recording.items():
         gone = sum(row["source"] not in written for row in rows)
         assert gone == sum(keepers.get(row["source"], 0) for row in rows), recording
+
+
+def test_every_folded_record_names_the_row_that_holds_it():
+    from pipeline.run.fold import Folder, session_id
+    from pipeline.run.item import Item
+    from pipeline.run.stats import Stats
+
+    def item(n: int, results: list[str]) -> Item:
+        conv = parse({"messages": _loop("task", results, answer=False) + [_call(len(results), f"k{len(results)}")],
+                      "tools": TOOLS},
+                     "openai-chat")
+        links = chain(conv)
+        return Item(f"log.jsonl:{n}", None, chain=links, session=session_id(f"log.jsonl:{n}", links),
+                    rendered={"source": f"log.jsonl:{n}"})
+
+    stats = Stats()
+    folder = Folder("longest", 256, stats)
+    out = [i for n in range(1, 4) for i in folder.push(item(n, ["r"] * (n - 1)))]
+    out += list(folder.close())
+    assert [i.source for i in out] == ["log.jsonl:3", "log.jsonl:1", "log.jsonl:2"]
+    keeper, *folded = out
+    assert keeper.outcome is None and keeper.rendered["folded"] == 2
+    for record in folded:  # folded into :2 first, then :2 into :3: all name :3
+        assert record.outcome.code == "prefix_of" and record.outcome.detail == {"keeper": "log.jsonl:3"}
+        assert "log.jsonl:3" in record.outcome.message and record.rendered is None
+    assert stats.stages["fold"].to_dict() == {"in": 3, "passed": 1, "rejected": {}, "filtered": {"prefix_of": 2}}
