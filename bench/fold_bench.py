@@ -18,14 +18,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from render_bench import ROOT, _TreeSampler, load_trajectories, machine, make_conversation, write_workload  # noqa: E402
+import memory_bench  # noqa: E402
+from render_bench import ROOT, load_trajectories, machine, make_conversation, write_workload  # noqa: E402
 
 
 def write_loops(path: Path, sessions: int) -> int:
@@ -55,17 +54,9 @@ def config_file(base: Path, root: Path, sessions: str | None) -> Path:
 
 
 def run(root: Path, config: Path, workload: Path, out: Path, workers: int) -> tuple[float, int, dict]:
-    command = [sys.executable, "-m", "pipeline", "run", str(config), "--input", str(workload), "--output", str(out),
-               "--workers", str(workers), "--quiet"]
-    started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    sampler = _TreeSampler(child.pid)
-    _, stderr = child.communicate()
-    peak = sampler.stop()
-    if child.returncode != 0:
-        sys.exit(f"fold_bench: sftprep run failed ({child.returncode}): {stderr.strip()[-500:]}")
-    stats = json.loads((out / "stats.json").read_text())
-    return time.perf_counter() - started, peak, stats["records"]
+    """(seconds, peak RSS, stats.json's record counts) of one `sftprep run` of the checkout at `root`."""
+    seconds, peak = memory_bench.run(workload, out, workers, config, cwd=root)
+    return seconds, peak, json.loads((out / "stats.json").read_text())["records"]
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from .export import TARGET as EXPORT_TARGET
 from .export import to_messages
 from .item import conversation_json, drop
 from .shape_columns import shape_columns
+from .window import closed_points
 
 
 class Renderer:
@@ -136,17 +137,7 @@ class Renderer:
 def cut_points(conv: Conversation) -> list[int]:
     """Message counts k such that messages[:k] ends on an assistant turn and no call in it waits for
     a result outside it: trimming there never separates a call from its result."""
-    open_calls: set[str] = set()
-    cuts = []
-    for k, message in enumerate(conv.messages, start=1):
-        for block in message.blocks:
-            if isinstance(block, ToolCall):
-                open_calls.add(block.id)
-            elif isinstance(block, ToolResult) and block.call_id is not None:
-                open_calls.discard(block.call_id)
-        if message.role == "assistant" and not open_calls:
-            cuts.append(k)
-    return cuts
+    return [k for k, message, closed in closed_points(conv) if closed and message.role == "assistant"]
 
 
 def _issue(issue) -> dict[str, Any]:

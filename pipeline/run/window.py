@@ -14,7 +14,7 @@ lost, and reported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Iterator, TypeVar
 
 from msgspec.structs import replace
 
@@ -50,19 +50,22 @@ class Plan(Generic[R]):
 Measure = Callable[[Conversation], tuple[int, R]]  # conversation -> (token count, render result)
 
 
-def boundaries(conv: Conversation) -> list[int]:
-    """0, every message count k with no call in messages[:k] waiting for its result, and the end."""
+def closed_points(conv: Conversation) -> Iterator[tuple[int, Message, bool]]:
+    """(k, messages[k-1], whether every call in messages[:k] has its result in messages[:k])."""
     open_calls: set[str] = set()
-    out = [0]
     for k, message in enumerate(conv.messages, start=1):
         for block in message.blocks:
             if isinstance(block, ToolCall):
                 open_calls.add(block.id)
             elif isinstance(block, ToolResult) and block.call_id is not None:
                 open_calls.discard(block.call_id)
-        if not open_calls or k == len(conv.messages):
-            out.append(k)
-    return out
+        yield k, message, not open_calls
+
+
+def boundaries(conv: Conversation) -> list[int]:
+    """0, every message count k with no call in messages[:k] waiting for its result, and the end."""
+    n = len(conv.messages)
+    return [0] + [k for k, _, closed in closed_points(conv) if closed or k == n]
 
 
 def window_conversation(conv: Conversation, context: int, start: int, end: int) -> Conversation:
