@@ -105,10 +105,14 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
             raise ConfigError(f"config file '{path}' does not exist", code="no_config") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file '{path}' is not valid TOML: {exc}", code="bad_config") from None
+    _renamed_keys(raw)
+    given: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
-        raw.setdefault(section, {})[key] = value
-    _renamed_keys(raw)
+        given.setdefault(section, {})[key] = value
+    _renamed_keys(given)  # an override of an older key wins over the file's newer one, as any override does
+    for section, values in given.items():
+        raw.setdefault(section, {}).update(values)
     try:
         return msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
