@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 from msgspec.structs import replace
 
-from ..conversation import Conversation, ToolCall, ToolResult, iter_blocks
+from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import ConfigError, SftprepError
 from ..ledger import Ledger
 from .config import RenderConfig, ShapeConfig

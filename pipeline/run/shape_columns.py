@@ -31,5 +31,6 @@ def role_tokens(rendered, conv) -> dict[str, int]:
 
 
 def shape_columns(item, rendered, conv, window: tuple[int, int]) -> dict[str, Any]:
-    return {"window": window[0], "windows": window[1],
+    # session and folded: placeholders the parent's Folder fills in when it writes the row
+    return {"session": "", "folded": 0, "window": window[0], "windows": window[1],
             "role_tokens": orjson.dumps(role_tokens(rendered, conv)).decode()}
