@@ -7,8 +7,8 @@ ids), per-provider extras (cache_control moves from request to request) or layou
 with its request and the next request that replays it compare equal. Each conversation gets a chain of
 rolling digests (header, then one per message), so "P is a prefix of R" is one comparison.
 
-The session: an HTTP recording or stream log (every exchange split from one file, `FILE:LINE#interactions[i]`)
-when the record came from one, else any record with the same system prompt, developer text, tools and
+The session: the HTTP recording, stream log or trace a record was split from (`FILE:LINE#interactions[i]`)
+when it came from one, else any record with the same system prompt, developer text, tools and
 first message. Only a prefix can fold, so the session key just narrows the search.
 
 The window, in the parent, over results in input order (so decisions never depend on worker count or batch
@@ -23,6 +23,7 @@ earlier row is then a prefix of a later one that was not folded. Folded records 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from typing import Iterator, assert_never
 
@@ -52,14 +53,15 @@ def chain(conv: Conversation, limit: int | None = None) -> tuple[bytes, ...]:
     return tuple(out)
 
 
+_SPLIT = re.compile(r"^(.*:\d+)#[A-Za-z_]")  # FILE:LINE#interactions[3], FILE:LINE#responses[0], #resourceSpans[..]
+
+
 def recording_of(source: str) -> str | None:
-    """The file an HTTP recording's (or stream log's) records were split from, None for other records.
-    The readers name them FILE:LINE#interactions[i] and FILE:LINE#responses[i]."""
-    for marker in ("#interactions[", "#responses["):
-        head, found, _ = source.rpartition(marker)
-        if found:
-            return head
-    return None
+    """The record an HTTP recording's exchanges, a stream log's responses or a trace's spans were split
+    from (the readers name them FILE:LINE#<path into it>), None for other records. A bare number after the
+    `#` is an array element or one of several records on a line: separate conversations, no session."""
+    match = _SPLIT.match(source)
+    return match[1] if match else None
 
 
 def session_id(source: str, links: tuple[bytes, ...]) -> str:

@@ -124,6 +124,7 @@ def test_canonical_comparison_ignores_provider_ids_and_layout():
 def test_recordings_are_sessions():
     assert recording_of("logs/a.json:1#interactions[3]") == "logs/a.json:1"
     assert recording_of("logs/s.txt:1#responses[0]") == "logs/s.txt:1"
+    assert recording_of("logs/t.jsonl:2#resourceSpans[0].scopeSpans[0].spans[1]") == "logs/t.jsonl:2"
     assert recording_of("logs/a.jsonl:7") is None and recording_of("logs/t.json:1#4") is None
 
 
