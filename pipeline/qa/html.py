@@ -202,8 +202,9 @@ def session_charts(g) -> dict[str, Chart]:
     """The sessions section: trained tokens per row, conversations per session, windows, folds, roles."""
     scale = " (logarithmic bins)" if g.trained_log_scale else ""
     return {
-        "trained": columns(f"Trained tokens per row{scale}", g.trained_histogram, edges=not g.trained_log_scale,
-                           x_title="trained tokens in the row" + scale),
+        # log bins: each bin marked at its lower edge (1, 2, 5, 10, ...), all of them
+        "trained": columns(f"Trained tokens per row{scale}", g.trained_histogram,
+                           every=1 if g.trained_log_scale else None, x_title="trained tokens in the row" + scale),
         "branches": columns("Conversations per session", g.branches, edges=False, width=HALF,
                             x_title="written conversations sharing a session"),
         "windows": columns("Windows per windowed conversation", g.windows_per_conversation, edges=False,
