@@ -9,7 +9,8 @@ Workloads, written to a temporary directory from the tau-bench trajectories of t
   loop    every request of each session logged, as an HTTP log of an agent loop keeps them: each trajectory
           once per assistant turn, cut after that turn (N/10 sessions): most records fold.
 Each run is the real command, `python -m pipeline run CONFIG ...`, in a child process, QA report off; runs
-of the configurations alternate, and the median of --repeat runs is reported with every run's time.
+of the configurations alternate, and the median of --repeat runs is reported, wall time and CPU time (of
+the run's whole process tree), with every run's CPU time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -53,10 +55,15 @@ def config_file(base: Path, root: Path, sessions: str | None) -> Path:
     return path
 
 
-def run(root: Path, config: Path, workload: Path, out: Path, workers: int) -> tuple[float, int, dict]:
-    """(seconds, peak RSS, stats.json's record counts) of one `sftprep run` of the checkout at `root`."""
+def run(root: Path, config: Path, workload: Path, out: Path, workers: int) -> tuple[float, float, int, dict]:
+    """(seconds, CPU seconds, peak RSS, stats.json's record counts) of one `sftprep run` of the checkout at
+    `root`. CPU time (user + system of the whole process tree, workers included: each process waits for
+    its children) moves far less than wall time when other jobs share the machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds, peak = memory_bench.run(workload, out, workers, config, cwd=root)
-    return seconds, peak, json.loads((out / "stats.json").read_text())["records"]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, peak, json.loads((out / "stats.json").read_text())["records"]
 
 
 def main() -> None:
@@ -85,24 +92,27 @@ def main() -> None:
         loop_records = write_loops(loop, max(1, n // 10))
         for name, workload, records in (("agent", agent, n), ("loop", loop, loop_records)):
             times: dict[str, list[float]] = {label: [] for label, _, _ in configs}
+            cpus: dict[str, list[float]] = {label: [] for label, _, _ in configs}
             peaks: dict[str, int] = {}
             written: dict[str, dict] = {}
             for i in range(repeat):
                 for label, root, config in configs:
-                    seconds, peak, counts = run(root, config, workload, base / f"out-{name}-{i}-{config.stem}",
-                                                args.workers)
+                    seconds, cpu, peak, counts = run(root, config, workload, base / f"out-{name}-{i}-{config.stem}",
+                                                     args.workers)
                     times[label].append(seconds)
+                    cpus[label].append(cpu)
                     peaks[label] = max(peaks.get(label, 0), peak)
                     written[label] = counts
-            reference = statistics.median(times["sessions = all"])
+            wall, cpu = statistics.median(times["sessions = all"]), statistics.median(cpus["sessions = all"])
             print(f"\n  {name}: {records:,} records")
-            print(f"  {'configuration':34} {'median s':>9} {'vs all':>7} {'written':>8} {'filtered':>8} "
-                  f"{'peak RSS':>9}  runs")
+            print(f"  {'configuration':34} {'wall s':>7} {'vs all':>7} {'CPU s':>7} {'vs all':>7} {'written':>8} "
+                  f"{'filtered':>8} {'peak RSS':>9}  CPU s of each run")
             for label, _, _ in configs:
-                median = statistics.median(times[label])
-                runs = ", ".join(f"{t:.1f}" for t in times[label])
-                print(f"  {label[:34]:34} {median:9.1f} {median / reference:6.2f}x {written[label]['written']:8,} "
-                      f"{written[label]['filtered']:8,} {peaks[label] / 2**20:8,.0f}M  {runs}", flush=True)
+                w, c = statistics.median(times[label]), statistics.median(cpus[label])
+                runs = ", ".join(f"{t:.1f}" for t in cpus[label])
+                print(f"  {label[:34]:34} {w:7.1f} {w / wall:6.2f}x {c:7.1f} {c / cpu:6.2f}x "
+                      f"{written[label]['written']:8,} {written[label]['filtered']:8,} {peaks[label] / 2**20:8,.0f}M"
+                      f"  {runs}", flush=True)
 
 
 if __name__ == "__main__":
