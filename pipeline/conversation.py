@@ -175,12 +175,15 @@ def tool_calls(conv: Conversation) -> list[ToolCall]:
     return [b for _, _, b in iter_blocks(conv) if isinstance(b, ToolCall)]
 
 
-_encoder = msgspec.json.Encoder(order="deterministic")
+# Struct fields in declaration order; the objects inside user data (arguments, results, schemas, opaque
+# payloads) keep their keys in the order they came: a template renders them in that order, so sorting
+# them would make the stored conversation render to other tokens.
+_encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Conversation)
 
 
 def to_json(conv: Conversation) -> bytes:
-    """Deterministic JSON of the canonical form (sorted keys): equal conversations, equal bytes."""
+    """JSON of the canonical form; the same conversation read from the same input gives the same bytes."""
     return _encoder.encode(conv)
 
 
@@ -189,4 +192,4 @@ def from_json(data: bytes | str) -> Conversation:
 
 
 def to_builtins(conv: Conversation) -> dict:
-    return msgspec.to_builtins(conv, order="deterministic")
+    return msgspec.to_builtins(conv)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import formats
 from ..formats.convert import TARGETS, convert_all, ledger_dicts
-from ..ingest import RECORD_SHAPES, expand_paths, iter_parsed
+from ..ingest import INPUT_FORMATS, RECORD_SHAPES, expand_paths, iter_parsed
 from .common import EXIT_FAILED, EXIT_OK, JsonlSink
 
 STRICT_CODES = ("strict_ledger", "unknown_block", "ambiguous_call_match")
@@ -17,7 +16,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="convert transcripts between provider formats")
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz")
     convert.add_argument("--to", required=True, choices=list(TARGETS), help="target format")
-    convert.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    convert.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
     convert.add_argument("--shape", choices=list(RECORD_SHAPES),
                          help="record shape (default: detect per record; session logs per file)")
     convert.add_argument("-o", "--output", help="output JSONL (default: stdout)")

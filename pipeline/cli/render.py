@@ -4,7 +4,9 @@ trained, and the message and block each span came from; several templates side b
 --record picks the record: N (1-based, in input order, unreadable records counted), a source as
 printed elsewhere (FILE:LINE, FILE:LINE#N), or `all`. The default is the first record.
 Each template uses its family's default tokenizer unless --tokenizer names one (needed for a .jinja
-file or the tokenizer's own template, `tokenizer`).
+file or the tokenizer's own template, `tokenizer`). Template, tokenizer, mask, calls policy and date are
+a job's `[render]` section: --config JOB.toml takes them from that job (the defaults are the default
+job's), so the view is what `sftprep run` writes; flags given override it.
 
 Exit 0 when every record rendered, 1 when one could not be read or rendered (the error names the
 record and the path inside it), 2 for usage errors (unknown template, record beyond the input...)."""
@@ -17,9 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .. import formats
 from ..errors import ConfigError, SftprepError
-from ..ingest import Parsed, expand_paths, iter_parsed
+from ..ingest import INPUT_FORMATS, Parsed, expand_paths, iter_parsed
 from .common import EXIT_FAILED, EXIT_OK, JsonlSink
 
 if TYPE_CHECKING:
@@ -31,28 +32,45 @@ def register(commands: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
     cmd.add_argument("--record", default="1", metavar="N|FILE:LINE|all", help="which record (default: 1, the first)")
-    cmd.add_argument("--template", action="append", required=True, metavar="NAME[,NAME...]",
-                     help="built-in family, .jinja file, or 'tokenizer'; several are shown side by side")
-    cmd.add_argument("--tokenizer", metavar="NAME|PATH", help="default: each family's own")
-    cmd.add_argument("--mask", default="all", metavar="POLICY",
-                     help="all or last, then optionally ,no-reasoning ,no-eot (default: all)")
-    cmd.add_argument("--calls", default="split", choices=["split", "drop-text", "refuse"],
+    cmd.add_argument("--config", metavar="JOB.toml", help="render as this job's `sftprep run` does")
+    cmd.add_argument("--template", action="append", metavar="NAME[,NAME...]",
+                     help="built-in family, .jinja file, or 'tokenizer'; several are shown side by side "
+                          "(default: the job's)")
+    cmd.add_argument("--tokenizer", metavar="NAME|PATH", help="default: the job's, else each family's own")
+    cmd.add_argument("--mask", metavar="POLICY",
+                     help="all or last, then optionally ,no-reasoning ,no-eot (default: the job's, all)")
+    cmd.add_argument("--calls", choices=["split", "drop-text", "refuse"],
                      help="templates with one call per turn (llama3): split the turn, drop text beside "
-                          "calls as the official template does, or refuse (default: split)")
-    cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+                          "calls as the official template does, or refuse (default: the job's, split)")
+    cmd.add_argument("--date", metavar="YYYY-MM-DD", help="'today' for templates that print a date "
+                     "(default: the job's, 2026-01-01)")
+    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
     cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
     cmd.add_argument("--ids", action="store_true", help="show each token's id")
     cmd.set_defaults(handler=run)
 
 
+def job_render(args: argparse.Namespace):
+    """The job's [render] section (--config, else the default job's) with the flags given applied."""
+    from ..run import load_config
+
+    overrides = {f"render.{key}": value for key, value in (
+        ("tokenizer", args.tokenizer), ("mask", args.mask), ("calls", args.calls), ("date", args.date))
+        if value is not None}
+    return load_config(args.config, overrides).render
+
+
 def run(args: argparse.Namespace) -> int:
     from ..render import tokenview
-    from ..render import MaskPolicy, RenderOptions, render
+    from ..render import render
+    from ..run.render_stage import render_settings
 
-    mask = MaskPolicy.parse(args.mask)
-    options = RenderOptions(calls=args.calls)
-    setups = _setups([name for arg in args.template for name in arg.split(",") if name.strip()], args.tokenizer)
+    settings = job_render(args)
+    mask, options = render_settings(settings)
+    args.mask = settings.mask  # the view names the policy it shows
+    names = [name for arg in args.template or [settings.template] for name in arg.split(",") if name.strip()]
+    setups = _setups(names, settings.tokenizer or None)
     paths = expand_paths(args.inputs)
     out = _Output(args)
     failed = False
@@ -81,27 +99,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _setups(names: list[str], tokenizer_arg: str | None) -> list[tuple[str, "Template", "Tokenizer"]]:
     """Templates and their tokenizers, all loaded before any record is read (bad names exit 2 early)."""
-    from ..render import FAMILIES, load_template, load_tokenizer
+    from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
 
     names = [n.strip() for n in names]
     tokenizers: dict[str, Tokenizer] = {}
     out = []
     for name in names:
-        if name in FAMILIES:
-            tok_name = tokenizer_arg or FAMILIES[name].default_tokenizer
-        else:
-            tok_name = tokenizer_arg
-        if tok_name is None:
-            if name == "tokenizer" or Path(name).expanduser().is_file():
-                raise ConfigError(f"template '{name}' is not a built-in family: name its tokenizer with --tokenizer "
-                                  f"(built-in families: {', '.join(FAMILIES)})", code="no_tokenizer")
-            load_template(name)  # raises: unknown template, listing the valid ones
-            raise ConfigError(f"template family '{name}' has no default tokenizer: use --tokenizer",
-                              code="no_tokenizer")
+        tok_name = tokenizer_for(name, tokenizer_arg)
         if tok_name not in tokenizers:
             tokenizers[tok_name] = load_tokenizer(tok_name)
         tok = tokenizers[tok_name]
-        out.append((name, load_template(name, tok), tok))
+        template = load_template(name, tok)
+        check_fit(template, tok)
+        out.append((name, template, tok))
     return out
 
 

@@ -20,7 +20,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--format", dest="out_format", choices=["parquet", "jsonl"], help="data file format")
     run.add_argument("--workers", type=int, help="worker processes (0: all cores)")
     run.add_argument("--engine", choices=["local", "ray"], help="execution engine")
-    run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument("--quiet", action="store_true", help="print only the one-line summary")
     run.set_defaults(handler=handle)
 
 
@@ -32,7 +32,7 @@ def handle(args: argparse.Namespace) -> int:
     config = load_config(args.config, overrides)
     result = run_job(config, progress=False if args.quiet else None)
     stats = result.stats
-    if result.report is not None:
+    if result.report is not None and not args.quiet:
         from rich.console import Console
 
         from ..qa import render_terminal

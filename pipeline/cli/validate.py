@@ -12,8 +12,7 @@ from typing import Iterable
 
 import orjson
 
-from .. import formats
-from ..ingest import expand_paths, iter_parsed
+from ..ingest import INPUT_FORMATS, expand_paths, iter_parsed
 from ..validate import RULES, Issue, ValidateConfig, error_issue, has_errors, validate
 from .common import EXIT_FAILED, EXIT_OK
 
@@ -22,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("validate", help="check transcripts for broken tool-call structure",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
-    cmd.add_argument("--from", dest="fmt", choices=list(formats.FORMATS), help="source format (default: detect)")
+    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record instead of the report")
     cmd.add_argument("--severity", action="append", default=[], metavar="CODE=LEVEL",
                      help="set a code to error, warning or off (repeat, or separate with commas)")

@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from .. import formats
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
-from . import sharegpt
+from . import canonical, sharegpt
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
 from .sessions import claude_code
@@ -58,6 +58,8 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
 
 
 RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt")
+# What --from accepts: the wire formats and the canonical form itself.
+INPUT_FORMATS = (*formats.FORMATS, canonical.NAME)
 
 
 def is_session_log(path: str | Path) -> bool:
@@ -133,6 +135,8 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
         if isinstance(value, claude_code.SessionResult):
             conv = claude_code.to_conversation(value, strict=strict)
             value = value.body
+        elif fmt == canonical.NAME or (fmt is None and shape is None and canonical.is_canonical(value)):
+            conv = canonical.parse(value)
         elif shape is None and _is_error_body(value):
             error = value["error"]
             text = error.get("message") if isinstance(error, dict) else error

@@ -33,6 +33,7 @@ class RunFiles:
     rejects: Path | None = None
     stats: Path | None = None
     config: Path | None = None
+    filtered: Path | None = None
 
 
 def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
@@ -49,11 +50,13 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
             found.append(item)
         else:
             raise ConfigError(f"qa: '{item}' does not exist", code="no_input")
-    data, rejects, stats, config = [], None, None, None
+    data, rejects, stats, config, filtered = [], None, None, None, None
     for path in found:
         name = path.name
         if name.startswith("rejects") and name.endswith(".jsonl"):
             rejects = path
+        elif name.startswith("filtered") and name.endswith(".jsonl"):
+            filtered = path
         elif name.startswith("stats") and name.endswith(".json"):
             stats = path
         elif name.startswith("config") and name.endswith(".json"):
@@ -63,7 +66,7 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
     if not (data or rejects or stats):
         raise ConfigError(f"qa: no run outputs (data-*.parquet|jsonl, rejects.jsonl, stats.json) in "
                           f"{', '.join(map(str, items))}", code="no_input")
-    return RunFiles(data, rejects, stats, config)
+    return RunFiles(data, rejects, stats, config, filtered)
 
 
 def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
@@ -77,12 +80,14 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
             offset += frame.height
     merged = combine(parts)
     rejects = reading.read_rejects(files.rejects)
-    totals = figures.totals(stats, merged, rejects, len(files.data))
+    filtered = reading.read_filtered(files.filtered)
+    totals = figures.totals(stats, merged, rejects, len(files.data), filtered)
     longest, shortest = figures.extremes(merged)
     inputs = ((config or {}).get("input") or {}).get("paths") or []
     return Report(
         title="sftprep QA report", inputs=[str(p) for p in inputs],
-        files=[str(p) for p in (*files.data, files.rejects, files.stats, files.config) if p is not None],
+        files=[str(p) for p in (*files.data, files.rejects, files.filtered, files.stats, files.config)
+               if p is not None],
         status=_status(totals, bool(files.data)), notes=_notes(totals, files), totals=totals,
         stages=figures.stages(stats), source_files=figures.source_files(merged, rejects),
         source_folders=figures.source_files(merged, rejects, folders=True),
@@ -91,6 +96,7 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         flattened=figures.flattened(merged, rejects), tokens=figures.tokens(merged, stats, config),
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
         reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {},
+        filtered=figures.filter_reasons(filtered),
         sessions=sessions.sessions(merged.shape_rows, merged.flagged, stats, config))
 
 
@@ -119,6 +125,8 @@ def _notes(totals, files: RunFiles) -> list[str]:
         notes.append("the accounting does not balance: read != written + rejected + filtered")
     if files.rejects is None:
         notes.append("no rejects.jsonl: rejected records cannot be shown")
+    if totals.filtered is not None and files.filtered is not None and totals.filtered != totals.filtered_lines:
+        notes.append(f"stats.json says {totals.filtered} filtered but filtered.jsonl holds {totals.filtered_lines} lines")
     return notes
 
 

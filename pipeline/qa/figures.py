@@ -38,17 +38,30 @@ def stages(stats: dict | None) -> list[r.Stage]:
                     counts(found[name]["filtered"])) for name in order]
 
 
-def totals(stats: dict | None, parts: Parts, rejects: pl.DataFrame, shards: int) -> r.Totals:
+def totals(stats: dict | None, parts: Parts, rejects: pl.DataFrame, shards: int,
+           filtered: pl.DataFrame) -> r.Totals:
     rec = (stats or {}).get("records", {})
     return r.Totals(read=rec.get("read"), written=rec.get("written"), rejected=rec.get("rejected"),
                     filtered=rec.get("filtered"), balanced=rec.get("balanced"), rows=parts.rows.height,
-                    reject_lines=rejects.height, shards=shards,
+                    reject_lines=rejects.height, shards=shards, filtered_lines=filtered.height,
                     row_count=(((stats or {}).get("tallies") or {}).get("output") or {}).get("rows", rec.get("written")))
 
 
+def filter_reasons(filtered: pl.DataFrame) -> list[r.FilterReason]:
+    """Filtered records by stage and reason, most frequent first, with the first few as examples."""
+    groups = (filtered.group_by("stage", "reason").agg(count=pl.len(), first=pl.col("line").min())
+              .sort(["count", "first"], descending=[True, False]))
+    out = []
+    for stage, reason, count, _ in groups.iter_rows():
+        chosen = filtered.filter((pl.col("stage") == stage) & (pl.col("reason") == reason)).sort("line").head(EXAMPLES)
+        out.append(r.FilterReason(stage, reason, int(count), [
+            r.Example(e["source"], "filtered", "$", e["message"], "") for e in chosen.iter_rows(named=True)]))
+    return out
+
+
 def source_files(parts: Parts, rejects: pl.DataFrame, *, folders: bool = False) -> list[r.SourceFile]:
-    """Written and rejected records per input file (or per folder). Filtered records are only counted
-    per stage in stats.json, so they cannot be given here."""
+    """Written and rejected records per input file (or per folder); filtered ones are listed by reason
+    (`filter_reasons`)."""
     key = _folder(pl.col("file")) if folders else pl.col("file")
     rows, rejects = parts.rows.with_columns(file=key), rejects.with_columns(file=key)
     written = rows.group_by("file").agg(written=pl.len())

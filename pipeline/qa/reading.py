@@ -92,6 +92,22 @@ def read_rejects(path: Path | None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
 
 
+def read_filtered(path: Path | None) -> pl.DataFrame:
+    """filtered.jsonl as a frame: one line per filtered record (source, stage, reason, message)."""
+    keys = ("source", "stage", "reason", "message")
+    rows: dict[str, list[Any]] = {"line": []} | {k: [] for k in keys}
+    if path is not None:
+        with open(path, "rb") as handle:
+            for n, line in enumerate(handle):
+                if line.strip():
+                    obj = orjson.loads(line)
+                    rows["line"].append(n)
+                    for key in keys:
+                        rows[key].append(str(obj.get(key) or ""))
+    schema = {"line": pl.Int64} | {k: pl.String for k in keys}
+    return pl.DataFrame(rows, schema=schema).with_columns(file=_file(pl.col("source")))
+
+
 def _record_excerpt(record: Any, path: Any, stage: Any) -> str:
     """What the rejected record holds at the error's path; paths of read and parse errors point into
     the record itself (later stages point into the canonical form, so show the record's start)."""

@@ -31,6 +31,7 @@ class Totals(Struct, frozen=True):
     rows: int
     reject_lines: int
     shards: int
+    filtered_lines: int = 0  # lines of filtered.jsonl
     # data rows the run says it wrote: `written` counts records, and a windowed record is several rows
     row_count: int | None = None
 
@@ -81,10 +82,19 @@ class ToolUse(Struct, frozen=True):
 
 class Example(Struct, frozen=True):
     source: str
-    outcome: str  # "written" (a warning the record kept) | "rejected"
+    outcome: str  # "written" (a warning the record kept) | "rejected" | "filtered"
     path: str
     message: str
     excerpt: str  # what sits at `path`: a block of the conversation, or the rejected record
+
+
+class FilterReason(Struct, frozen=True):
+    """Records a filter removed (shape, render or dedup stage), from filtered.jsonl."""
+
+    stage: str
+    reason: str
+    count: int
+    examples: list[Example]
 
 
 class IssueCode(Struct, frozen=True):
@@ -258,3 +268,4 @@ class Report(Struct, frozen=True):
     shortest: list[ConvSummary]
     config: dict = field(default_factory=dict)
     sessions: Sessions | None = None
+    filtered: list[FilterReason] = field(default_factory=list)

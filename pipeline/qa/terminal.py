@@ -92,6 +92,12 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
         issues.add_row(Text(i.code), _n(i.kept), _n(i.rejected), i.stage)
     console.print(issues if report.issues else Text("No validation issues.", style="dim"))
 
+    if report.filtered:
+        filters = _table("Filtered", "stage", "reason", "records", numeric=("records",))
+        for f in report.filtered:
+            filters.add_row(f.stage, Text(f.reason), _n(f.count))
+        console.print(filters)
+
     k = report.tokens
     for tpl in k.templates:
         console.print(Text.assemble(
@@ -115,6 +121,10 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
             if e.excerpt:
                 rows.append(Text("  " + e.excerpt.replace("\n", " ")[:200], style="dim"))
         console.print(Panel(Group(*rows), title=Text(i.code), title_align="left", box=box.MINIMAL))
+
+    for f in report.filtered:
+        rows = [Text.assemble((f"{e.outcome} ", "dim"), e.source, ("  ", ""), e.message) for e in f.examples]
+        console.print(Panel(Group(*rows), title=Text(f"{f.stage}: {f.reason}"), title_align="left", box=box.MINIMAL))
 
     if report.flattened:
         flat = _table("Flattened tool calls", "source", "family", "text")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from ._roundtrip import project
 from .builtin_tokenizers import BUILTIN_TOKENIZERS
-from .registry import FAMILIES, check_roundtrip, load_template, parse_back, render
+from .registry import FAMILIES, check_fit, check_roundtrip, load_template, parse_back, render, tokenizer_for
 from .rendered import DEFAULT_NOW, MaskPolicy, RenderOptions, Rendered, Span, mask_view, to_json
 from .segments import SegmentEncoder
 from .templates import CUSTOM, Family, Template, make_environment
 from .tokenizers import Tokenizer, load_tokenizer
 
 __all__ = ["BUILTIN_TOKENIZERS", "CUSTOM", "DEFAULT_NOW", "FAMILIES", "Family", "MaskPolicy", "RenderOptions", "Rendered",
-           "SegmentEncoder", "Span", "Template", "Tokenizer", "check_roundtrip", "load_template", "load_tokenizer",
-           "make_environment", "mask_view", "parse_back", "project", "render", "to_json"]
+           "SegmentEncoder", "Span", "Template", "Tokenizer", "check_fit", "check_roundtrip", "load_template",
+           "load_tokenizer", "make_environment", "mask_view", "parse_back", "project", "render", "to_json",
+           "tokenizer_for"]

@@ -22,6 +22,8 @@ from .marks import BlockRef, Marks
 class TemplateInputs(NamedTuple):
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
+    # Per template message, the canonical message an assistant message renders (None otherwise).
+    origins: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,10 @@ class _Builder:
         self._instructions()
         for mi, message in enumerate(self.conv.messages):
             self._message(mi, message)
-        messages = self._order_results()
-        return TemplateInputs(messages, self._tools())
+        items = self._order_results()
+        origins = tuple(int(item.path[len("$.messages["):-1]) if item.message["role"] == "assistant" else None
+                        for item in items)
+        return TemplateInputs([item.message for item in items], self._tools(), origins)
 
     # system and developer instructions ------------------------------------------------------------
 
@@ -236,7 +240,7 @@ class _Builder:
         if call.signature is not None:
             self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
         ref = BlockRef("tool_call", mi, bi, path)
-        name = self.marks.text(call.name, ref) if self.policy.mark_names else call.name
+        name = self.marks.text(call.name, ref, repeatable=True) if self.policy.mark_names else call.name
         function = {"name": name, "arguments": self.marks.json(arguments, ref)}
         return {"id": call.provider_id or call.id, "type": "function", "function": function}
 
@@ -266,15 +270,15 @@ class _Builder:
 
     # results in call order -----------------------------------------------------------------------
 
-    def _order_results(self) -> list[dict[str, Any]]:
+    def _order_results(self) -> list[_Item]:
         """Templates without call ids pair results with calls by position: put each run of results in
         the order of the calls they answer (a ledgered reordering), so the pairing stays true."""
-        out: list[dict[str, Any]] = []
+        out: list[_Item] = []
         i = 0
         items = self.items
         while i < len(items):
             if items[i].message["role"] != "tool":
-                out.append(items[i].message)
+                out.append(items[i])
                 i += 1
                 continue
             j = i
@@ -287,7 +291,7 @@ class _Builder:
             for position, k in enumerate(ordered):
                 if position != k:
                     self.ledger.add("reordered", run[k].path, "result moved to the position of the call it answers")
-                out.append(run[k].message)
+                out.append(run[k])
             i = j
         return out
 

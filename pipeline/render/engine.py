@@ -17,6 +17,7 @@ from bisect import bisect_right
 from ..conversation import Conversation
 from ..errors import ConfigError, RenderError
 from ..ledger import Ledger
+from .derived import derived_regions
 from .marks import MARK_RE, Marks, _ordered_blocks, _strip
 from .rendered import MaskPolicy, RenderOptions, Rendered
 from .spans import _boundaries, _check_mask, _mask, _regions, _spans, _trained_messages
@@ -36,26 +37,35 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
     """`render`, plus its ids as little-endian int32 and its mask as int8 bytes: what a writer stores,
     without a Python int per token."""
     family = template.family
-    _check_required_tokens(template, tokenizer)
+    check_fit(template, tokenizer)
     ledger = Ledger(template.name, strict=options.strict)
-    marks = Marks()
+    user = not template.builtin
+    marks = Marks(edges_outside=user)
     inputs = family.inputs(conv, marks, ledger, options)
     raw = template.render_raw(inputs, tokenizer, options)
-    verify = options.verify_marks if options.verify_marks is not None else not template.builtin
+    verify = options.verify_marks if options.verify_marks is not None else user
+    plain_inputs = None
+    if verify or user:
+        plain_inputs = family.inputs(conv, Marks(enabled=False), Ledger(template.name), options)
     if verify:
-        plain = template.render_raw(family.inputs(conv, Marks(enabled=False), Ledger(template.name), options),
-                                    tokenizer, options)
+        plain = template.render_raw(plain_inputs, tokenizer, options)
         if MARK_RE.sub("", plain) != MARK_RE.sub("", raw):
             raise RenderError(f"template '{template.name}' renders differently once blocks are marked (it inspects "
                               "message content), so spans cannot be located", code="render_marking")
-    text, found = _strip(raw, marks.refs)
+    text, found = _strip(raw, marks.refs, lenient=user, repeatable=marks.repeatable)
+    for path in dict.fromkeys(ref.path for ref in found.dropped):  # a user template's own losses
+        ledger.add("dropped", path, f"template '{template.name}' does not render this")
     blocks = _ordered_blocks(found)
     encoder = tokenizer.segment_encoder
     pieces = encoder.split(text)
-    _check_added_tokens_in_content(pieces, blocks, tokenizer)
+    # Only what the conversation wrote: between a call's name and its arguments is template text.
+    _check_added_tokens_in_content(pieces, sorted(found.pieces, key=lambda p: (p[0], p[1])), tokenizer)
     seg = encoder.encode(text, pieces)
     eot_ids = {tid for tid in (tokenizer.token_id(t) for t in _eot_tokens(family, tokenizer)) if tid is not None}
-    regions = _regions(found, blocks, pieces, eot_ids, conv)
+    if user and not found.regions:  # no generation markers: what the model writes, found by rendering
+        regions = derived_regions(template, plain_inputs, tokenizer, options, text, found, blocks, pieces, conv)
+    else:
+        regions = _regions(found, blocks, pieces, eot_ids, conv)
     seg.index(_boundaries(text, blocks, found, regions))
     spans = _spans(text, blocks, regions, seg)
     trained = _trained_messages(conv, regions, mask, blocks)
@@ -67,7 +77,8 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
     return rendered, seg.buffer, bytes(loss_mask)
 
 
-def _check_required_tokens(template: Template, tokenizer: Tokenizer) -> None:
+def check_fit(template: Template, tokenizer: Tokenizer) -> None:
+    """A built-in family needs its special tokens in the tokenizer; a misfit is a usage error."""
     missing = [t for t in template.family.required_tokens if t not in tokenizer.added_tokens]
     if missing:
         raise ConfigError(f"tokenizer '{tokenizer.name}' lacks {', '.join(missing)}, which template "

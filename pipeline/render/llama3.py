@@ -315,8 +315,8 @@ class _RemapMarks:
             return BlockRef(ref.kind, mi, None, f"$.messages[{mi}]")
         return BlockRef(ref.kind, mi, blocks[ref.block], block_path(mi, blocks[ref.block]))
 
-    def text(self, value: str, ref: BlockRef, *, anchor: bool = False) -> str:
-        return self.marks.text(value, self._ref(ref), anchor=anchor)
+    def text(self, value: str, ref: BlockRef, *, anchor: bool = False, repeatable: bool = False) -> str:
+        return self.marks.text(value, self._ref(ref), anchor=anchor, repeatable=repeatable)
 
     def json(self, value: dict, ref: BlockRef) -> dict:
         return self.marks.json(value, self._ref(ref))

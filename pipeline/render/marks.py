@@ -70,16 +70,22 @@ class Marks:
     """Allocates sentinel pairs; `refs[i]` is the block of pair i. Disabled, it returns values unchanged
     (used to render the same inputs without sentinels and compare)."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, *, edges_outside: bool = False) -> None:
         self.enabled = enabled
+        # Whitespace at a text's edges outside its sentinels: a template that trims content (Llama's
+        # `| trim`) then trims the same characters with and without them.
+        self.edges_outside = edges_outside
         self.refs: list[BlockRef] = []
+        # Pairs a template may write again as a reference (a call's name in its result's header, as
+        # gpt-oss does): the first place is the block's; content written twice is still an error.
+        self.repeatable: set[int] = set()
 
     def _pair(self, ref: BlockRef) -> tuple[str, str]:
         i = len(self.refs)
         self.refs.append(ref)
         return mark_char(2 + 2 * i), mark_char(3 + 2 * i)
 
-    def text(self, value: str, ref: BlockRef, *, anchor: bool = False) -> str:
+    def text(self, value: str, ref: BlockRef, *, anchor: bool = False, repeatable: bool = False) -> str:
         """`value` wrapped in a sentinel pair. Empty strings stay empty (templates test truthiness)
         unless `anchor`: then an empty pair still shows where the block went."""
         if not self.enabled or (not value and not anchor):
@@ -87,7 +93,14 @@ class Marks:
         if _has_marks(value):
             raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
                               "renderer uses as span markers", path=ref.path, code="render_private_use")
+        if repeatable:
+            self.repeatable.add(len(self.refs))
         start, end = self._pair(ref)
+        if self.edges_outside:
+            core = value.strip()
+            if core != value:
+                lead = value[: len(value) - len(value.lstrip())]
+                return lead + start + core + end + value[len(lead) + len(core):]
         return start + value + end
 
     def json(self, value: dict, ref: BlockRef) -> dict:
@@ -127,6 +140,9 @@ class _Found:
         self.blocks: dict[tuple, tuple[int, int, BlockRef]] = {}  # (kind, message, block) -> span
         self.anchors: list[tuple[int, BlockRef]] = []  # empty marked content (an empty turn)
         self.regions: list[tuple[int, int]] = []  # generation regions
+        self.dropped: list[BlockRef] = []  # pieces a user template did not render (lenient only)
+        # Each marked piece alone (a call's name, its arguments), where `blocks` spans all of a block.
+        self.pieces: list[tuple[int, int, BlockRef]] = []
 
 
 def _sentinels(raw: str) -> tuple[str, zip]:
@@ -146,7 +162,10 @@ def _sentinels(raw: str) -> tuple[str, zip]:
     return text, zip(index.tolist(), (at - np.arange(len(at))).tolist())
 
 
-def _strip(raw: str, refs: list[BlockRef]) -> tuple[str, _Found]:
+def _strip(raw: str, refs: list[BlockRef], *, lenient: bool = False,
+           repeatable: set[int] | frozenset[int] = frozenset()) -> tuple[str, _Found]:
+    """A `repeatable` piece rendered again counts where it first appeared. With `lenient` (user
+    templates), a piece not rendered is listed in `found.dropped` for the ledger instead of failing."""
     found = _Found()
     opened: list[int] = [-1] * len(refs)
     closed: list[int] = [-1] * len(refs)
@@ -168,18 +187,24 @@ def _strip(raw: str, refs: list[BlockRef]) -> tuple[str, _Found]:
                 raise RenderError("the template emits private-use characters U+F0000..U+10FFFD, which the renderer "
                                   "reserves", code="render_private_use")
             seen = closed if is_close else opened
+            if seen[pair] != -1 and pair in repeatable:
+                continue
             if seen[pair] != -1:
                 raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
                                   code="render_duplicated")
             seen[pair] = pos
     for pair, ref in enumerate(refs):
         start, end = opened[pair], closed[pair]
+        if lenient and start == -1 and end == -1:
+            found.dropped.append(ref)
+            continue
         if start == -1 or end == -1 or end < start:
             raise RenderError(f"the template dropped this {ref.kind} (its content is not in the output)",
                               path=ref.path, code="render_dropped")
         if ref.block is None and ref.message is not None:
             found.anchors.append((start, ref))
             continue
+        found.pieces.append((start, end, ref))
         key = (ref.kind, ref.message, ref.block)
         if key in found.blocks:  # several marked pieces of one block (a call's name and arguments)
             s0, e0, _ = found.blocks[key]

@@ -13,6 +13,7 @@ from ..conversation import Conversation
 from ..errors import ConfigError
 from . import chatml, harmony, llama3
 from ._roundtrip import check_parse_back
+from .engine import check_fit
 from .engine import render as _render
 from .rendered import MaskPolicy, RenderOptions, Rendered
 from .templates import Family, Template
@@ -50,6 +51,22 @@ def load_template(name_or_path: str | os.PathLike | Template, tokenizer: Tokeniz
         return Template.compile(str(path), path.read_text(encoding="utf-8"))
     raise ConfigError(f"unknown template '{key}'; valid: {', '.join(FAMILIES)}, a .jinja file, or 'tokenizer'",
                       code="unknown_template")
+
+
+def tokenizer_for(template: str, tokenizer: str | None) -> str:
+    """The tokenizer a template renders with: the one named, else a built-in family's own. A template
+    that is not a family (a .jinja file, `tokenizer`) needs one named."""
+    if tokenizer:
+        return tokenizer
+    key = str(template)
+    family = FAMILIES.get(key)
+    if family is not None and family.default_tokenizer:
+        return family.default_tokenizer
+    if family is None and key != "tokenizer" and not Path(key).expanduser().is_file():
+        load_template(key)  # raises: unknown template, listing the valid ones
+    raise ConfigError(f"template '{key}' has no tokenizer of its own: name its tokenizer with --tokenizer "
+                      f"(render.tokenizer in a job); built-in families have one: {', '.join(FAMILIES)}",
+                      code="no_tokenizer")
 
 
 def render(conv: Conversation, template: str | os.PathLike | Template, tokenizer: str | Tokenizer, *,

@@ -26,9 +26,12 @@ class InputConfig(_Section):
     max_record_mb: int = 32
 
 
+# The defaults are the job configs/default.toml spells out (a test holds them equal): running with no
+# config is running that file.
 class ValidateConfig(_Section):
     # Per-code severity overrides: {"unknown_tool": "warning", "empty_assistant_turn": "off"}.
-    severity: dict[str, Severity] = field(default_factory=dict)
+    severity: dict[str, Severity] = field(default_factory=lambda: {
+        "unanswered_call_at_end": "warning", "anthropic_blank_text": "warning"})
     # Records with any issue of these severities are rejected.
     reject: list[Severity] = field(default_factory=lambda: ["error"])
 
@@ -36,7 +39,7 @@ class ValidateConfig(_Section):
 class ShapeConfig(_Section):
     drop_codes: list[str] = field(default_factory=list)  # filter records that have these issue codes
     min_tokens: int = 0
-    max_tokens: int = 0  # 0: no limit
+    max_tokens: int = 8192  # 0: no limit
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
     # Sessions and long conversations (pipeline/run/fold.py, window.py).
@@ -50,12 +53,12 @@ class ShapeConfig(_Section):
 
 
 class ConvertConfig(_Section):
-    to: str = ""  # also export each conversation as this provider's body ("" for none)
+    to: str = "openai-chat"  # also export each conversation as this provider's body ("" for none)
 
 
 class RenderConfig(_Section):
     template: str = "chatml"
-    tokenizer: str = "qwen2.5"
+    tokenizer: str = ""  # "": the template family's own (chatml: qwen2.5, llama3: llama3, harmony: gpt-oss)
     # "all" or "last" assistant turns, optionally ",no-reasoning" and ",no-eot" (e.g. "last,no-eot").
     mask: str = "all"
     # Several calls (or text beside a call) in one turn, where the template allows one call per turn

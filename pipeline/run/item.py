@@ -13,7 +13,11 @@ from ..conversation import Conversation
 from ..errors import SftprepError
 from ..validate import Issue
 
-_ENCODER = msgspec.json.Encoder(order="deterministic")  # canonical JSON: digests and the conversation column
+# Dedup digests sort the keys of every object: two records that differ only in the key order of some
+# arguments or schema are the same content. The conversation column keeps user data's key order, so it
+# renders to the tokens stored beside it.
+_DIGEST_ENCODER = msgspec.json.Encoder(order="deterministic")
+_ENCODER = msgspec.json.Encoder()
 
 
 class Outcome(NamedTuple):
@@ -60,7 +64,7 @@ def drop(item: Item, stage: str, reason: str, message: str, detail: dict | None 
 def content_digest(conv: Conversation) -> str:
     """Exact-duplicate key: the canonical content, without where it came from."""
     core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET)
-    return hashlib.blake2b(_ENCODER.encode(core), digest_size=16).hexdigest()
+    return hashlib.blake2b(_DIGEST_ENCODER.encode(core), digest_size=16).hexdigest()
 
 
 def conversation_json(conv: Conversation) -> str:

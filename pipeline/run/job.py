@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from msgspec.structs import replace
+
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
 from .fold import Folder
@@ -19,7 +21,7 @@ from .progress import Progress
 from .stages import Context
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, ensure_dir, write_json
+from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -37,13 +39,17 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
     reporter = Progress(progress, sum(p.stat().st_size for p in paths))
     out = ensure_dir(config.output.dir)
+    config = resolved(config)
     ctx = Context(config)
-    ctx.renderer  # unknown template or tokenizer fails before any work
+    ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
+    clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
 
     stats = Stats()
     writer = ShardWriter(out, config.output.format, config.output.shard_size)
     rejects = JsonlFile(out / "rejects.jsonl")
-    seen_digests: set[str] | None = set() if config.shape.dedup else None  # None: shape.dedup is off
+    filtered = JsonlFile(out / "filtered.jsonl")
+    # digest -> the source first written with it; None: shape.dedup is off
+    seen_digests: dict[str, str] | None = {} if config.shape.dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
     # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
@@ -57,14 +63,15 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
             for item in items:
                 _dedup(item, stats, seen_digests)
                 for ready in folder.push(item):
-                    _finish(ready, stats, writer, rejects)
+                    _finish(ready, stats, writer, (rejects, filtered))
             reporter.update(stats)
         for ready in folder.close():
-            _finish(ready, stats, writer, rejects)
+            _finish(ready, stats, writer, (rejects, filtered))
         shards = writer.close()
     except BaseException:
         # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
+        filtered.abort()
         writer.abort()
         for partial in out.glob(".*.partial"):
             partial.unlink(missing_ok=True)
@@ -74,11 +81,20 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         if freeze:
             gc.unfreeze()
     rejects.close()
+    filtered.close()
     stats.tally("output", "shards", len(shards))
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
     return RunResult(stats, out, shards, time.perf_counter() - started)
+
+
+def resolved(config: JobConfig) -> JobConfig:
+    """The job with the tokenizer its template implies written in, so config.json says what was used."""
+    from ..render import tokenizer_for
+
+    render = replace(config.render, tokenizer=tokenizer_for(config.render.template, config.render.tokenizer))
+    return replace(config, render=render)
 
 
 def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iterator[list[RawRecord]]:
@@ -99,29 +115,36 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
         yield batch
 
 
-def _dedup(item: Item, stats: Stats, seen: set[str] | None) -> None:
+def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None) -> None:
     if item.outcome is not None:
         return
     dedup = stats.stages["dedup"]
     dedup.seen += 1
     if seen is not None and item.digest:
-        if item.digest in seen:
+        first = seen.get(item.digest)
+        if first is not None:
             dedup.filtered["duplicate"] += 1
-            drop(item, "dedup", "duplicate", "an exact duplicate of an earlier record")
+            drop(item, "dedup", "duplicate", f"same content as {first}")
             return
-        seen.add(item.digest)
+        seen[item.digest] = item.source
     dedup.passed += 1
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, rejects: JsonlFile) -> None:
+def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile]) -> None:
+    rejects, filtered = sinks
     if item.outcome is not None:
-        if item.outcome.kind == "rejected":
-            o = item.outcome
+        o = item.outcome
+        if o.kind == "rejected":
             reject = {"source": item.source, "stage": o.stage, "code": o.code, "message": o.message,
                       "path": o.path, "record": item.record}
             if o.detail is not None:  # e.g. the text of a flattened call, for the QA report
                 reject["detail"] = o.detail
             rejects.write(reject)
+        else:
+            entry = {"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message}
+            if o.detail is not None:  # a folded record's keeper
+                entry["detail"] = o.detail
+            filtered.write(entry)
         return
     stats.stages["write"].seen += 1
     for row in item.windows or [item.rendered]:

@@ -20,22 +20,29 @@ from .shape_columns import shape_columns
 from .window import closed_points
 
 
+def render_settings(config: RenderConfig):
+    """(MaskPolicy, RenderOptions) of a job's [render] section: what `run` and `render --config` share."""
+    from ..render import MaskPolicy, RenderOptions
+
+    try:
+        now = datetime.fromisoformat(config.date).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
+                          code="bad_config") from None
+    return MaskPolicy.parse(config.mask), RenderOptions(now=now, calls=config.calls)
+
+
 class Renderer:
     """Loaded once per worker: the template and tokenizer are the expensive part."""
 
     def __init__(self, config: RenderConfig):
-        from ..render import MaskPolicy, RenderOptions, load_template, load_tokenizer
+        from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
 
-        self.tokenizer = load_tokenizer(config.tokenizer)
+        self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer))
         self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
         self.template = load_template(config.template, self.tokenizer)
-        self.mask = MaskPolicy.parse(config.mask)
-        try:
-            now = datetime.fromisoformat(config.date).replace(tzinfo=timezone.utc)
-        except ValueError:
-            raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
-                              code="bad_config") from None
-        self.options = RenderOptions(now=now, calls=config.calls)
+        check_fit(self.template, self.tokenizer)  # before any record: a misfit would reject them all
+        self.mask, self.options = render_settings(config)
 
     def render(self, conv: Conversation):
         return self.render_buffers(conv)[0]

@@ -5,6 +5,7 @@ strings here) never disturb Arrow type inference."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,22 @@ SCHEMA = pa.schema([
 ])
 # role_tokens: instructions, tool definitions, user and assistant turns, tool results, template scaffolding
 ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
+
+
+# What a run writes into its output directory. A new run removes these first (never other files), so
+# `data-*.parquet` never picks up a stale shard of an earlier, longer run beside the new ones.
+_SHARD_NAME = re.compile(r"data-\d{5}\.(?:parquet|jsonl)")
+RUN_FILES = ("rejects.jsonl", "filtered.jsonl", "stats.json", "config.json", "qa_report.html")
+
+
+def clear_earlier_run(directory: Path) -> list[Path]:
+    """Remove an earlier run's outputs from `directory`; returns what was removed."""
+    removed = []
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and (path.name in RUN_FILES or _SHARD_NAME.fullmatch(path.name)):
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def atomic_path(path: Path) -> Path:
@@ -105,7 +122,7 @@ class ShardWriter:
     def close(self) -> list[Path]:
         if self._sink is not None or not self.shards:
             if self._sink is None:
-                self._open()  # an empty run still writes one empty shard: the schema is the contract
+                self._open()  # an empty run still writes one shard with the schema and no row group
             self._close_shard()
         return self.shards
 
@@ -134,8 +151,9 @@ class ShardWriter:
     def _close_shard(self) -> None:
         path = self._path()
         if self.fmt == "parquet":
-            if self.rows or self.in_shard == 0:
-                self._sink.write_table(rows_table(self.rows), row_group_size=max(1, len(self.rows)))
+            # No empty row group: `datasets` reads a row group's size as its batch size, and 0 fails.
+            if self.rows:
+                self._sink.write_table(rows_table(self.rows), row_group_size=len(self.rows))
             self.rows, self.tokens = [], 0
         self._sink.close()
         self._sink = None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus import CORPUS, require_corpus
+from corpus import CORPUS, corpus_available, require_corpus
 from pipeline import formats
 from pipeline.conversation import Reasoning, Text, ToolCall, ToolResult
 from pipeline.errors import SftprepError
@@ -102,7 +102,7 @@ def test_deferred_reading_then_expand_equals_eager_reading(tmp_path):
     recording = {"interactions": [{"request": REQUEST, "response": RESPONSE}, {"request": REQUEST, "response": RESPONSE}]}
     (tmp_path / "rec.jsonl").write_text(json.dumps(recording) + "\n" + json.dumps(REQUEST) + "\nnot json\n")
     inputs = [str(tmp_path), str(Path(__file__).resolve().parents[2] / "data")]
-    if CORPUS.is_dir():
+    if corpus_available():
         inputs.append(str(CORPUS))
     paths = expand_paths(inputs)
     eager = list(iter_raw(paths))

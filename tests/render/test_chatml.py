@@ -15,7 +15,7 @@ from render_support import (GOLDENS, assert_concatenates_to_whole, assert_mask_m
                             corpus_tools, fixture_names, load_fixture, parse_chat, trained_pieces,
                             transformers_render, turn_starts, with_call)
 
-from pipeline.errors import ConfigError, RenderError
+from pipeline.errors import ConfigError, ConversionError, RenderError
 from pipeline.formats import parse
 from pipeline.render import (MaskPolicy, RenderOptions, Template, check_roundtrip, load_template, load_tokenizer,
                              parse_back, render)
@@ -313,7 +313,6 @@ USER_TEMPLATES = {
 @pytest.mark.parametrize("name, error, code", [
     ("escape", RenderError, "template_security"),
     ("raises", RenderError, "template_error"),
-    ("drops", RenderError, "render_dropped"),
     ("twice", RenderError, "render_duplicated"),
     ("trains_results", RenderError, "render_template_structure"),
     ("misses_calls", RenderError, "render_mask"),
@@ -329,6 +328,23 @@ def test_user_template_failures_are_clear(name, error, code, qwen):
     with pytest.raises(error) as info:
         render(conv, template, qwen)
     assert info.value.code == code
+
+
+def test_what_a_user_template_drops_is_in_the_ledger(qwen):
+    """A template that leaves messages out still renders: the ledger names each block it lost."""
+    template = Template.compile("drops", USER_TEMPLATES["drops"])
+    conv = Conversation(messages=(Message(role="user", blocks=(Text("A question"),)),
+                                  Message(role="assistant", blocks=(Text("An answer."),)),
+                                  Message(role="user", blocks=(Text("Another"),)),
+                                  Message(role="assistant", blocks=(Text("Done."),))))
+    rendered = render(conv, template, qwen)
+    assert "A question" not in rendered.text and "Done." in rendered.text
+    assert [(e.kind, e.path) for e in rendered.ledger] == [("dropped", "$.messages[0].blocks[0]"),
+                                                           ("dropped", "$.messages[2].blocks[0]")]
+    assert trained_pieces(rendered, qwen) == ["An answer.<|im_end|>", "Done.<|im_end|>"]
+    with pytest.raises(ConversionError) as info:
+        render(conv, template, qwen, options=RenderOptions(strict=True))
+    assert info.value.code == "strict_ledger"
 
 
 def test_user_template_syntax_error_is_a_config_error():
@@ -432,8 +448,9 @@ def test_public_names_are_pinned():
 
     assert sorted(api.__all__) == sorted([
         "BUILTIN_TOKENIZERS", "CUSTOM", "DEFAULT_NOW", "FAMILIES", "Family", "MaskPolicy", "RenderOptions", "Rendered",
-        "SegmentEncoder", "Span", "Template", "Tokenizer", "check_roundtrip", "load_template", "load_tokenizer",
-        "make_environment", "mask_view", "parse_back", "project", "render", "to_json"])
+        "SegmentEncoder", "Span", "Template", "Tokenizer", "check_fit", "check_roundtrip", "load_template",
+        "load_tokenizer", "make_environment", "mask_view", "parse_back", "project", "render", "to_json",
+        "tokenizer_for"])
     assert all(hasattr(api, name) for name in api.__all__)
     rendered = api.render(load_fixture("plain_chat"), "chatml", "qwen2.5")
     as_json = json.loads(api.to_json(rendered))

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 from msgspec import UNSET, structs
 
-from corpus import params, request_bodies, tau_bench_trajectories
+from corpus import corpus_available, params, request_bodies, tau_bench_trajectories
 from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers,
                             assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
                             call_arguments, check_golden, fixture_names, load_fixture, parse_chat, trained_pieces,
@@ -694,7 +694,7 @@ def test_template_macro_writes_signatures_as_the_python_writer(gptoss_hf):
                                              tokenize=False)
         expected = typescript.tool_definition(tool.name, tool.description, tool.parameters)
         assert f"namespace functions {{\n\n{expected}\n\n}} // namespace functions" in text, key
-    assert len(seen) > 20
+    assert len(seen) > (20 if corpus_available() else 10)  # the fixtures' tools alone, without the corpus
 
 
 def test_signatures_read_back_to_schemas_that_write_the_same():

@@ -358,8 +358,8 @@ def test_usage_errors_exit_2(argv, message, capsys, monkeypatch):
 
 def test_argparse_usage_error_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["render", str(DATA / "openai_chat.jsonl")])
-    assert exc.value.code == 2 and "--template" in capsys.readouterr().err
+        main(["render", str(DATA / "openai_chat.jsonl"), "--calls", "sideways"])
+    assert exc.value.code == 2 and "--calls" in capsys.readouterr().err
 
 
 def test_unreadable_and_unrenderable_records_exit_1(tmp_path, capsys, monkeypatch):
@@ -367,14 +367,23 @@ def test_unreadable_and_unrenderable_records_exit_1(tmp_path, capsys, monkeypatc
     assert code == 1
     assert "broken.jsonl:3" in err and "$.messages[0].content[0]" in err and "invalid_record" in err
     assert "could not read this record" in out
-    dropping = tmp_path / "drops.jinja"  # skips assistant turns: their calls are lost
-    dropping.write_text("{% for m in messages %}{% if m.role != 'assistant' %}<|im_start|>{{ m.role }}\n"
-                        "{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}")
-    code, out, err = run_cli(capsys, monkeypatch, str(DATA / "openai_chat.jsonl"), "--template", f"chatml,{dropping}",
+    twice = tmp_path / "twice.jinja"  # writes every message twice: spans cannot be told apart
+    twice.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{{ m.content }}<|im_end|>\n"
+                     "{% endfor %}")
+    code, out, err = run_cli(capsys, monkeypatch, str(DATA / "openai_chat.jsonl"), "--template", f"chatml,{twice}",
                              "--tokenizer", "qwen2.5", "--json")
     assert code == 1
     ok, failed = [json.loads(x) for x in out.splitlines()]
     assert ok["template"] == "chatml" and "input_ids" in ok
-    assert failed["template"] == str(dropping) and failed["error"]["code"] == "render_dropped"
-    assert failed["error"]["path"] == "$.messages[1].blocks[0]"  # the first parallel call
-    assert f"template {dropping}: at {failed['error']['path']}" in err
+    assert failed["template"] == str(twice) and failed["error"]["code"] == "render_duplicated"
+    assert failed["error"]["path"] == "$.system[0]"  # the record's system prompt, written first
+    assert f"template {twice}: at {failed['error']['path']}" in err
+    dropping = tmp_path / "drops.jinja"  # skips assistant turns: what it loses is ledgered, not hidden
+    dropping.write_text("{% for m in messages %}{% if m.role != 'assistant' %}<|im_start|>{{ m.role }}\n"
+                        "{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}")
+    code, out, err = run_cli(capsys, monkeypatch, str(DATA / "openai_chat.jsonl"), "--template", str(dropping),
+                             "--tokenizer", "qwen2.5", "--json")
+    (view,) = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and not any(view["loss_mask"])
+    assert {e["path"] for e in view["ledger"] if e["kind"] == "dropped"} >= {"$.messages[1].blocks[0]",
+                                                                             "$.messages[1].blocks[1]"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import http.server
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -52,10 +53,12 @@ def _assert_same_outputs(local: Path, ray_out: Path) -> None:
         assert (ray_out / name).read_bytes() == (local / name).read_bytes(), name
 
 
-def _default_toml() -> str:
+def _default_toml(ray_address: str) -> str:
+    """configs/default.toml with its `[run] ray_address` set."""
     text = (ROOT / "configs" / "default.toml").read_text()
-    assert "\n[run]\n" in text
-    return text
+    changed, count = re.subn(r'(?m)^ray_address = "[^"]*"', f'ray_address = "{ray_address}"', text)
+    assert count == 1
+    return changed
 
 
 def _ray_descendants(name: str = "ray") -> list[str]:
@@ -156,7 +159,7 @@ def test_corpus_slice_same_bytes_on_a_running_instance_left_running(tmp_path, ru
     # Connecting by address from another process: the CLI, with ray_address in its config.
     gcs = running_ray.get_runtime_context().gcs_address
     config = tmp_path / "cluster.toml"
-    config.write_text(_default_toml().replace("[run]\n", f'[run]\nray_address = "{gcs}"\n'))
+    config.write_text(_default_toml(gcs))
     done = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--quiet", "--engine", "ray",
                            "--workers", "1", "--input", str(DATA / "gemini.jsonl"), "--output",
                            str(tmp_path / "cli")], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -270,7 +273,7 @@ def test_malformed_ray_address(tmp_path, address):
 def test_bad_address_from_the_cli_exits_2_without_outputs(tmp_path):
     _ray()
     config = tmp_path / "job.toml"
-    config.write_text(_default_toml().replace("[run]\n", f'[run]\nray_address = "127.0.0.1:{_free_port()}"\n'))
+    config.write_text(_default_toml(f"127.0.0.1:{_free_port()}"))
     done = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--quiet", "--engine", "ray",
                            "--output", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
