@@ -63,6 +63,9 @@ def test_prefixes_fold_into_the_longest_and_name_it(tmp_path):
     stats = result.stats.to_dict()
     assert stats["stages"]["fold"] == {"in": 4, "passed": 1, "rejected": {}, "filtered": {"prefix_of": 3}}
     assert stats["records"]["balanced"] and stats["records"]["filtered"] == 3
+    listed = [json.loads(line) for line in (result.output_dir / "filtered.jsonl").read_text().splitlines()]
+    assert [(f["source"], f["reason"], f["detail"]["keeper"]) for f in listed] == [
+        (f"{log}:{n}", "prefix_of", f"{log}:4") for n in (1, 2, 3)]
 
 
 def test_near_misses_are_branches_not_prefixes(tmp_path):
