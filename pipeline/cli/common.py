@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import orjson
 
 from ..errors import ConfigError
+from ..ingest import INPUT_FORMATS, RECORD_SHAPES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_source_options(cmd: argparse.ArgumentParser) -> None:
+    """`--from` and `--shape`, the same on every command that reads transcripts."""
+    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
+    cmd.add_argument("--shape", choices=list(RECORD_SHAPES),
+                     help="record shape (default: detect per record; session logs per file)")
 
 
 class JsonlSink:

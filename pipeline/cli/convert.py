@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from ..formats.convert import TARGETS, convert_all, ledger_dicts
-from ..ingest import INPUT_FORMATS, RECORD_SHAPES, expand_paths, iter_parsed
-from .common import EXIT_FAILED, EXIT_OK, JsonlSink
+from ..ingest import expand_paths, iter_parsed
+from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options
 
 STRICT_CODES = ("strict_ledger", "unknown_block", "ambiguous_call_match")
 
@@ -16,9 +16,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="convert transcripts between provider formats")
     convert.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz")
     convert.add_argument("--to", required=True, choices=list(TARGETS), help="target format")
-    convert.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
-    convert.add_argument("--shape", choices=list(RECORD_SHAPES),
-                         help="record shape (default: detect per record; session logs per file)")
+    add_source_options(convert)
     convert.add_argument("-o", "--output", help="output JSONL (default: stdout)")
     convert.add_argument("--rejects", help="write records that could not be converted here (JSONL)")
     convert.add_argument("--strict", action="store_true", help="any ledger entry is an error")

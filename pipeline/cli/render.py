@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..errors import ConfigError, SftprepError
-from ..ingest import INPUT_FORMATS, Parsed, expand_paths, iter_parsed
-from .common import EXIT_FAILED, EXIT_OK, JsonlSink
+from ..ingest import Parsed, expand_paths, iter_parsed
+from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options
 
 if TYPE_CHECKING:
     from ..render import Template, Tokenizer
@@ -44,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                           "calls as the official template does, or refuse (default: the job's, split)")
     cmd.add_argument("--date", metavar="YYYY-MM-DD", help="'today' for templates that print a date "
                      "(default: the job's, 2026-01-01)")
-    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
+    add_source_options(cmd)
     cmd.add_argument("--html", metavar="OUT.html", help="write the view as a self-contained page instead")
     cmd.add_argument("--json", action="store_true", help="one JSON line per record and template instead")
     cmd.add_argument("--ids", action="store_true", help="show each token's id")
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     paths = expand_paths(args.inputs)
     out = _Output(args)
     failed = False
-    for item in select(iter_parsed(paths, fmt=args.fmt), args.record):
+    for item in select(iter_parsed(paths, fmt=args.fmt, shape=args.shape), args.record):
         if item.conversation is None:
             assert item.error is not None
             failed = True

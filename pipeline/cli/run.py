@@ -7,13 +7,14 @@ import sys
 
 from ..api import run_job
 from ..run import load_config
-from .common import EXIT_OK
+from .common import EXIT_OK, add_source_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run a job: transcripts in, training set out")
     run.add_argument("config", nargs="?", help="job config (TOML); default: all defaults")
     run.add_argument("--input", action="append", help="input path, glob or directory (repeatable)")
+    add_source_options(run)
     run.add_argument("--output", help="output directory")
     run.add_argument("--template", help="chat template name or .jinja file")
     run.add_argument("--tokenizer", help="tokenizer name, tokenizer.json or directory")
@@ -26,7 +27,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     overrides = {key: value for key, value in (
-        ("input.paths", args.input), ("output.dir", args.output), ("render.template", args.template),
+        ("input.paths", args.input), ("input.format", args.fmt), ("input.shape", args.shape),
+        ("output.dir", args.output), ("render.template", args.template),
         ("render.tokenizer", args.tokenizer), ("output.format", args.out_format), ("run.workers", args.workers),
         ("run.engine", args.engine)) if value is not None}
     config = load_config(args.config, overrides)

@@ -12,16 +12,16 @@ from typing import Iterable
 
 import orjson
 
-from ..ingest import INPUT_FORMATS, expand_paths, iter_parsed
+from ..ingest import expand_paths, iter_parsed
 from ..validate import RULES, Issue, ValidateConfig, error_issue, has_errors, validate
-from .common import EXIT_FAILED, EXIT_OK
+from .common import EXIT_FAILED, EXIT_OK, add_source_options
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmd = commands.add_parser("validate", help="check transcripts for broken tool-call structure",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cmd.add_argument("inputs", nargs="+", metavar="INPUT", help=".json, .jsonl or their .gz, or directories")
-    cmd.add_argument("--from", dest="fmt", choices=list(INPUT_FORMATS), help="source format (default: detect)")
+    add_source_options(cmd)
     cmd.add_argument("--json", action="store_true", help="one JSON line per record instead of the report")
     cmd.add_argument("--severity", action="append", default=[], metavar="CODE=LEVEL",
                      help="set a code to error, warning or off (repeat, or separate with commas)")
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     summary = _Summary()
     report = None if args.json else _Report()
     out = sys.stdout.buffer
-    for item in iter_parsed(paths, fmt=args.fmt):
+    for item in iter_parsed(paths, fmt=args.fmt, shape=args.shape):
         issues = [error_issue(item.error)] if item.conversation is None else validate(item.conversation, config)
         summary.add(issues, parsed=item.conversation is not None)
         if report is None:

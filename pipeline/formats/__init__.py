@@ -2,6 +2,6 @@
 picks one by name or by detection, and conversion of whole inputs."""
 
 from .base import SHAPES, Detection
-from .registry import ALIASES, FORMATS, TIE_ORDER, detect, get, parse, serialize
+from .registry import ALIASES, FORMATS, TIE_ORDER, detect, get, is_message, parse, serialize
 
-__all__ = ["ALIASES", "FORMATS", "SHAPES", "TIE_ORDER", "Detection", "detect", "get", "parse", "serialize"]
+__all__ = ["ALIASES", "FORMATS", "SHAPES", "TIE_ORDER", "Detection", "detect", "get", "is_message", "parse", "serialize"]

@@ -7,7 +7,7 @@ import re
 from collections import defaultdict, deque
 from typing import Any, NamedTuple
 
-from ..conversation import PROVIDERS, Conversation, Opaque, Slots
+from ..conversation import PROVIDERS, Conversation, Opaque, Slots, ToolResult
 from ..errors import ParseError
 from ..ledger import Ledger
 
@@ -122,6 +122,19 @@ def outgoing_id(provider_id: str | None, canonical_id: str, pattern: re.Pattern[
 
 # --- what another provider's data becomes in a target -----------------------------------------
 
+def ledger_result_name(ledger: Ledger, path: str, result: ToolResult, target: str,
+                       named_by_source: bool = False) -> None:
+    """A tool name another format's log wrote on a result (Chat `tool` messages and Responses outputs
+    may carry one; Gemini's always do: `named_by_source`) that `target` writes nowhere: the call still
+    names the tool, but a round trip loses the field. Names parsers derive from the call are no loss."""
+    chat_named = (result.form.get("openai-chat") or {}).get("name") is True
+    responses_named = "openai-responses" in result.form and result.name is not None
+    if (chat_named and target != "openai-chat") or (responses_named and target != "openai-responses") \
+            or (named_by_source and result.name is not None):
+        ledger.add("dropped", path, f"the result's tool name '{result.name}' has no field in {target} "
+                                    "(its call names the tool)")
+
+
 def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> None:
     """One 'dropped' entry per field that another provider kept in `extras`, and per Opaque block
     of another provider: the target has no place for either."""
@@ -131,8 +144,9 @@ def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> No
             # Only wire formats' data can be lost in a conversion; log provenance (a session log's
             # line numbers and uuids) is about where the record came from, not what it says.
             if provider != target and provider in PROVIDERS:
-                for key in values:
-                    ledger.add("dropped", path, f"{provider} field '{key}' has no equivalent in {target}")
+                for key, value in values.items():
+                    ledger.add("dropped", path, f"{provider} field '{key}' is empty: nothing {target} could carry"
+                               if value == {} else f"{provider} field '{key}' has no equivalent in {target}")
 
     visit(conv.extras, "$")
     for ti, tool in enumerate(conv.tools):

@@ -6,6 +6,8 @@ Each codec offers:
     parse(obj, shape=None, strict=False) -> Conversation   shape: "request" | "messages" | "response";
                                              strict refuses unknown block types and guessed pairings
     serialize(conv, shape="request", ledger) -> body   (entries go to the Ledger)
+    form_losses(conv, target) -> [(kind, path, reason)]   optional: layout of its records another target
+                                             cannot keep (ledgered when converting away)
 
 Adding a provider touches its subpackage and one line of FORMATS.
 """
@@ -58,6 +60,14 @@ def detect(obj: Any) -> Detection:
         raise ShapeError(f"not a record of any known format ({', '.join(FORMATS)}): {_describe(obj)}")
     names = ", ".join(f"{d.format} {d.shape}" for d in candidates)
     raise ShapeError(f"ambiguous record, could be: {names}; name the format with --from", code="ambiguous_shape")
+
+
+def is_message(obj: Any) -> bool:
+    """One element of a bare message list (a message, an input item, a content), not a record of its
+    own: no format reads it alone, and some format reads a list holding it as messages."""
+    if not isinstance(obj, dict) or any(module.detect(obj) is not None for module in FORMATS.values()):
+        return False
+    return any(getattr(module.detect([obj]), "shape", None) == "messages" for module in FORMATS.values())
 
 
 def parse(obj: Any, fmt: str | None = None, shape: str | None = None, *, strict: bool = False) -> Conversation:
@@ -129,6 +139,12 @@ def serialize(conv: Conversation, target: str, *, shape: str | None = None,
         shape = conv.meta.shape if conv.meta.provider == module.NAME and conv.meta.shape in SHAPES else "request"
     ledger = Ledger(module.NAME, strict=strict)
     body = module.serialize(conv, shape=shape, ledger=ledger)
+    source = FORMATS.get(conv.meta.provider or "")
+    if source is not None and source is not module and hasattr(source, "form_losses"):
+        # Layout only the source format can write, which another target cannot keep: a round trip
+        # through it comes back different, so the ledger says how.
+        for kind, path, reason in source.form_losses(conv, module.NAME):
+            ledger.add(kind, path, reason)
     return body, ledger.entries
 
 

@@ -70,7 +70,15 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
     except SftprepError as exc:
         raise _under(exc, "$.request.body" if req_body is not request else "$.request")
     fmt = conv.meta.provider
-    if isinstance(resp_body, str):
+    if isinstance(resp_body, list) or (isinstance(resp_body, str) and resp_body.lstrip()[:1] == "["):
+        # A JSON array of chunks (Gemini streamGenerateContent without SSE framing) is a stream too.
+        from .streams import reassemble
+
+        try:
+            resp_body = reassemble(resp_body, fmt)
+        except SftprepError as exc:
+            raise _under(exc, "$.response.body")
+    elif isinstance(resp_body, str):
         from .streams import detect_stream, reassemble
 
         if detect_stream(resp_body) is None:
@@ -88,11 +96,21 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
             raise ParseError(f"the request is {fmt} but the response is {other}", path="$.response.body",
                              code="mixed_formats") from None
         raise _under(exc, "$.response.body")
-    meta = replace(conv.meta, shape="exchange", model=answer.meta.model or conv.meta.model,
+    model = answer.meta.model or conv.meta.model or _model_in_uri(uri)
+    meta = replace(conv.meta, shape="exchange", model=model,
                    response_id=answer.meta.response_id, created=answer.meta.created,
                    stop_reason=answer.meta.stop_reason, usage=answer.meta.usage,
                    notes=conv.meta.notes + answer.meta.notes)
     return renumber(replace(conv, messages=conv.messages + answer.messages, meta=meta))
+
+
+_URI_MODEL = re.compile(r"/models/([^/:?]+):")
+
+
+def _model_in_uri(uri: str | None) -> str | None:
+    """Gemini names the model in the path (`.../models/gemini-3-pro-preview:generateContent`)."""
+    found = _URI_MODEL.search(uri.split("?", 1)[0]) if uri else None
+    return found.group(1) if found else None
 
 
 def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:

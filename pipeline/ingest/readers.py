@@ -47,10 +47,11 @@ def open_bytes(path: str | Path) -> IO[bytes]:
 
 
 def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                 defer: bool = False) -> Iterator[RawRecord]:
+                 defer: bool = False, whole_if: Callable[[Any], bool] | None = None) -> Iterator[RawRecord]:
     """Records of one file. `.jsonl` (or `.jsonl.gz`, `.ndjson`): one per line. Anything else: one JSON
-    document, which is a record, or a top-level array whose elements are records. With `defer`, records
-    come undecoded (`RawRecord.decoded()` decodes them)."""
+    document, which is a record, or a top-level array whose elements are records, unless `whole_if`
+    holds for its first element (a message, not a record): then the array is one record. With
+    `defer`, records come undecoded (`RawRecord.decoded()` decodes them)."""
     emit = _deferred if defer else decode
     name = str(path)
     stem = name[:-3] if name.endswith(".gz") else name
@@ -59,7 +60,7 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
             if stem.endswith((".jsonl", ".ndjson")):
                 yield from _jsonl(stream, name, max_record_bytes, emit)
             else:
-                yield from _json_document(stream, name, max_record_bytes, emit)
+                yield from _json_document(stream, name, max_record_bytes, emit, whole_if)
     except (OSError, EOFError, zlib.error) as exc:
         # A corrupt or truncated gzip surfaces mid-read: report it and stop this file only.
         yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
@@ -118,17 +119,32 @@ _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[\[\]{}\n]', re.S)
 _SCALAR = re.compile(rb"[^\s,\[\]{}\"]+")
 
 
-def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
+def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit,
+                   whole_if: Callable[[Any], bool] | None) -> Iterator[RawRecord]:
     head = stream.read(_CHUNK)
     if head.lstrip()[:1] != b"[":
-        data = head + stream.read(limit + 1 - len(head)) if len(head) <= limit else head
-        if len(data) > limit:
-            yield RawRecord(f"{name}:1", None, InputError(
-                f"document is over the limit of {limit:,} bytes", source=f"{name}:1", code="record_too_large"))
-            return
-        yield emit(data, f"{name}:1")
+        yield _whole_document(head, stream, name, limit, emit)
         return
-    yield from _array_elements(head, stream, name, limit, emit)
+    elements = _array_elements(head, stream, name, limit, emit)
+    first = next(elements, None)
+    if first is None:
+        return
+    probe = first.decoded() if whole_if is not None else first
+    if probe.error is None and whole_if is not None and whole_if(probe.value):
+        elements.close()
+        stream.seek(0)  # plain and gzip streams both rewind
+        yield _whole_document(stream.read(_CHUNK), stream, name, limit, emit)
+        return
+    yield first
+    yield from elements
+
+
+def _whole_document(head: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> RawRecord:
+    data = head + stream.read(limit + 1 - len(head)) if len(head) <= limit else head
+    if len(data) > limit:
+        return RawRecord(f"{name}:1", None, InputError(
+            f"document is over the limit of {limit:,} bytes", source=f"{name}:1", code="record_too_large"))
+    return emit(data, f"{name}:1")
 
 
 def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:

@@ -9,7 +9,7 @@ import glob
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from msgspec.structs import replace
 
@@ -35,10 +35,12 @@ class Parsed(NamedTuple):
 
 def expand_paths(inputs: Iterable[str]) -> list[Path]:
     """Files named, matched by a glob, or found (recursively) under a directory, in a stable order.
-    A name that matches nothing is an error before any work starts."""
+    Globs apply only to names that are not existing paths. A name that matches nothing is an error
+    before any work starts."""
     out: list[Path] = []
     for item in inputs:
-        if any(ch in item for ch in "*?["):
+        # An existing path is read as named, whatever it holds (`cassette[vercel].json` is no glob).
+        if not os.path.exists(item) and any(ch in item for ch in "*?["):
             matches = sorted(Path(p) for p in glob.glob(item, recursive=True) if os.path.isfile(p))
             if not matches:
                 raise ConfigError(f"no input files match '{item}'", code="no_input")
@@ -174,11 +176,19 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
             continue
-        for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer):
+        for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer, whole_if=_whole_if(shape)):
             if raw.deferred:
                 yield raw
             else:
                 yield from expand(raw)
+
+
+def _whole_if(shape: str | None) -> Callable[[Any], bool] | None:
+    """When a top-level JSON array is one conversation rather than a list of records: its elements
+    are messages (decided from the first), or `--shape messages` says so."""
+    if shape == "messages":
+        return lambda _first: True
+    return formats.is_message if shape is None else None
 
 
 def expand(raw: RawRecord) -> Iterator[RawRecord]:

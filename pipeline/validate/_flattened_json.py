@@ -15,7 +15,10 @@ _ARG_KEYS = ("arguments", "parameters", "args")
 # Keys a flattened call object may carry besides its name and arguments.
 _CALL_EXTRA_KEYS = frozenset({"id", "type", "call_id", "tool_call_id", "index"})
 _CALL_TYPES = frozenset({"function", "function_call", "tool_call", "tool_use", "tool"})
-_JSON_START = re.compile(r"^[ \t]*[\[{]", re.M)
+# A value opening a line, or opening after prose on its line with a call key first (`Let me check.
+# {"name": ...}`); either must then name a defined tool and end its line.
+_JSON_START = re.compile(r'^[ \t]*[\[{]|(?<=\S)[ \t]*[\[{](?=[ \t]*\{?[ \t]*"(?:name|function|action|tool|id|type)"\s*:)',
+                         re.M)
 _CALL_KEY = re.compile(r'"(?:name|function|action|tool)"\s*:')
 
 _decoder = json.JSONDecoder()
@@ -112,7 +115,7 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
             start = text.index(inner[0], body[0])
             yield _finding(family, start, start + len(inner), name, tools)
         return
-    # JSON on its own lines inside prose: only when it calls a defined tool.
+    # JSON inside prose, on its own lines or after a sentence: only when it calls a defined tool.
     if not tools:
         return
     taken = [(f.start, f.end) for f in found]
@@ -122,6 +125,8 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
         start = m.end() - 1
         if start < decoded_to or code.contains(start) or any(a <= start < b for a, b in taken):
             continue
+        if not _after_prose_or_line_start(text, start):
+            continue  # a value inside a larger JSON or code expression, not one written after prose
         # Only objects that name something near their start can be calls; a bounded number of tries keeps
         # a long text of unclosed braces linear.
         if not _CALL_KEY.search(text, start, start + 400) or attempts >= 64:
@@ -135,5 +140,15 @@ def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: 
         line_end = text.find("\n", end)
         rest = text[end:] if line_end < 0 else text[end:line_end]
         name, family = call_name(value)
-        if name is not None and name in tools and not rest.strip():
+        if name is not None and name in tools and not rest.strip(" \t.!"):
             yield _finding(family, start, end, name, tools)
+
+
+def _after_prose_or_line_start(text: str, pos: int) -> bool:
+    before = text[text.rfind("\n", 0, pos) + 1:pos].rstrip()
+    if not before:
+        return True
+    last = before[-1]
+    if last in "\"',[{(=`<>|\\":
+        return False
+    return not (last == ":" and before[:-1].rstrip()[-1:] in ("\"", "'", "}", "]"))

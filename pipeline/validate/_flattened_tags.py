@@ -19,7 +19,8 @@ _HARMONY = re.compile(r"to=functions\.([A-Za-z_][\w.\-]*)")
 _HARMONY_TOKENS = ("<|message|>", "<|constrain|>", "<|call|>", "<|channel|>", "<|start|>")
 _HARMONY_BODY = re.compile(r"[ \t]*(?:<\|constrain\|>[ \t]*json|(?:json|code)(?=[ \t]*[{<]))?[ \t]*"
                            r"(?:<\|message\|>)?[ \t\n]*\{")
-_REACT_ACTION = re.compile(r"^[ \t]*(?:\*\*)?Action(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*([^\n]*)$", re.M)
+# At a line start, or after a sentence on its line (then only a defined tool counts).
+_REACT_ACTION = re.compile(r"(?:^[ \t]*|(?<=[.!?])[ \t]+)(?:\*\*)?Action(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*([^\n]*)$", re.M)
 _REACT_INPUT = re.compile(r"[ \t]*(?:\*\*)?Action[ _]Input(?:[ \t]*\d+)?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*([^\n]*)")
 _REACT_BRACKET = re.compile(r"([A-Za-z_][\w.\-]*)\[(.*)\]\Z")
 _MARKER = re.compile(
@@ -131,10 +132,13 @@ def _react(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Fi
         if code.contains(m.start(1)):
             continue
         value = m.group(1).strip().strip("`*'\"").strip()
+        after_prose = bool(text[text.rfind("\n", 0, m.start()) + 1:m.start()].strip())
+        plausible = (lambda name: name in tools) if after_prose else (lambda name: _plausible(name, tools))
+        begin = m.start() + len(m.group()) - len(m.group().lstrip()) if after_prose else m.start()
         bracket = _REACT_BRACKET.match(value)
         if bracket:  # original ReAct: Action: Search[query]
-            if _plausible(bracket.group(1), tools):
-                yield _finding("react", m.start(), m.end(), bracket.group(1), tools)
+            if plausible(bracket.group(1)):
+                yield _finding("react", begin, m.end(), bracket.group(1), tools)
             continue
         following = _next_nonblank_line(text, m.end())
         if following is None:
@@ -145,15 +149,15 @@ def _react(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Fi
             fence = _fenced_json_at(text, line_start)
             if fence is not None:
                 name, _ = call_name(fence[2])
-                if name is not None and _plausible(name, tools):
-                    yield _finding("react", m.start(), fence[1], name, tools)
+                if name is not None and plausible(name):
+                    yield _finding("react", begin, fence[1], name, tools)
             continue
         action_input = _REACT_INPUT.match(text, line_start, line_end)
         if action_input is None or not action_input.group(1).strip():
             continue
-        if not _plausible(value, tools):
+        if not plausible(value):
             continue
-        yield _finding("react", m.start(), line_end, value, tools)
+        yield _finding("react", begin, line_end, value, tools)
 
 
 def _next_nonblank_line(text: str, pos: int) -> tuple[int, int] | None:
@@ -228,7 +232,8 @@ def _tool_code(text: str, tools: Collection[str], code: _CodeRegions) -> Iterato
             if info.startswith("tool_code") or (m.group(1) in tools and sole is not None):
                 yield _finding("tool_code", fence[0], fence[1], m.group(1), tools)
         elif m.group(1) in tools and not code.contains(m.start()):
-            start = text.rfind("\n", 0, m.start()) + 1
+            # From `print(` when the call is wrapped so, else from `default_api`: prose before it is not the call.
+            start = m.start() - 6 if text.endswith("print(", 0, m.start()) else m.start()
             yield _finding("tool_code", start, _line_end(text, m.start()), m.group(1), tools)
 
 

@@ -39,7 +39,9 @@ class Context:
                 elif isinstance(block, ToolResult):
                     self.results.append(((mi, bi), block))
         # A turn is a run of consecutive messages with one role. turn_end[mi]: the first message after
-        # mi's turn; next_assistant[mi]: the first assistant message after mi's turn (n when none).
+        # mi's turn; next_assistant[mi]: the first assistant message after mi itself (n when none). For
+        # pairing, consecutive assistant messages are separate turns: the providers refuse a call whose
+        # result comes after another assistant message.
         messages = conv.messages
         n = len(messages)
         self.turn_end = [n] * n
@@ -50,7 +52,7 @@ class Context:
                 self.turn_end[mi] = self.turn_end[mi + 1]
             else:
                 self.turn_end[mi] = mi + 1
-        self.next_assistant = [first_assistant_from[self.turn_end[mi]] for mi in range(n)]
+        self.next_assistant = [first_assistant_from[mi + 1] for mi in range(n)]
 
     def provider_path(self, where: Where) -> str | None:
         return provider_path(self.conv, where)

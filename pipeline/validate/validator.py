@@ -13,12 +13,16 @@ everywhere.
 Decisions worth knowing:
 - A call left unanswered by the very end of the conversation is a warning (`unanswered_call_at_end`): a
   logged exchange whose response is a call ends that way and is a fine example of calling. A call still
-  unanswered when the next assistant turn starts, or when other turns follow, is an error.
+  unanswered when the next assistant message starts (consecutive assistant messages are separate turns
+  here: the providers refuse a result after another assistant message), or when other turns follow, is
+  an error.
 - Anthropic thinking signatures that are placeholders (Claude Code logs write `[REDACTED_SIGNATURE]`) are
   present but not genuine: the thinking text is real and trainable, but the block cannot be replayed to the
   API. That is its own warning, `reasoning_placeholder_state`, not `reasoning_without_state`. A genuine
   signature is base64 of at least 32 characters; anything else counts as a placeholder.
 - Gemini's documented `skip_thought_signature_validator` dummy is accepted as a signature (the API does).
+- A rule that holds for some models only names them (`Rule.models`): `gemini_call_signature` is a Gemini 3
+  requirement, so gemini-2.x conversations and those naming no model are not checked by it.
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ class Rule(NamedTuple):
     severity: Severity  # the default
     description: str
     provider: str | None = None  # applies only to conversations read from this provider
+    # Applies only when the conversation's model matches (re.search on `meta.model`); a requirement of
+    # some models of a provider, not of the API. A conversation naming no model is not checked.
+    models: str | None = None
+
+    def applies_to(self, conv: Conversation) -> bool:
+        if self.models is None:
+            return True
+        return conv.meta.model is not None and re.search(self.models, conv.meta.model) is not None
 
 
 # The registry: stable codes, their default severity, one line each. Order is the report order.
@@ -71,8 +83,9 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          "anthropic"),
     Rule("gemini_response_turn", "error", "function responses must all be in the user turn right after the calls",
          "gemini"),
-    Rule("gemini_call_signature", "error", "the first function call of a step must carry the thoughtSignature",
-         "gemini"),
+    # Gemini 3 refuses a function call replayed without its signature; gemini-2.x does not need one.
+    Rule("gemini_call_signature", "error", "the first function call of a step must carry the thoughtSignature "
+         "(Gemini 3 models)", "gemini", models=r"(?:^|/)gemini-3(?:[.-]|$)"),
     Rule("openai_chat_tool_order", "error", "tool messages must follow the assistant message that called them",
          "openai-chat"),
     Rule("flattened_tool_call", "error", "a tool call written as text instead of a call block"),
@@ -134,7 +147,7 @@ def validate(conv: Conversation, config: ValidateConfig | None = None) -> list[I
     found: list[tuple[tuple[int, int], int, Issue]] = []
     for code, where, path, message, extra in _all_rules(ctx, config):
         level = config.level(code)
-        if level == "off":
+        if level == "off" or not RULES[code].applies_to(conv):
             continue
         issue = Issue(code, level, path, message, provider_path=ctx.provider_path(where), **extra)
         found.append((where, _ORDER[code], issue))
@@ -195,10 +208,15 @@ def _pairing(ctx: Context) -> Iterator[Found]:
         if any(where < r < (limit, -1) for r in results_for.get(call.id, ())):
             continue
         path = block_path(*where)
-        if ctx.turn_end[mi] == n:
+        if ctx.turn_end[mi] == n and limit == n:
             yield ("unanswered_call_at_end", where, path,
                    f"call to '{call.name}' ends the conversation unanswered: fine for a response, "
                    "else add its result", {})
+        elif limit == mi + 1:
+            yield ("unanswered_call", where, path,
+                   f"call to '{call.name}' is followed by another assistant message at $.messages[{limit}] "
+                   "before its result (providers refuse that history): put the result right after the call, "
+                   "or drop the call", {})
         elif limit < n:
             yield ("unanswered_call", where, path,
                    f"call to '{call.name}' has no result before the assistant turn at $.messages[{limit}]: "

@@ -485,7 +485,8 @@ def test_write_openai_style_parallel_calls():
         ))
     body, entries = _write(conv)
     assert check_request(body) == []
-    assert body["model"] == "gpt-4o" and body["max_tokens"] == 300 and body["temperature"] == 1
+    # An OpenAI model is no Anthropic one: dropped with a ledger entry, the default written in its place.
+    assert body["model"] == "claude-sonnet-4-5" and body["max_tokens"] == 300 and body["temperature"] == 1
     assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
     assert body["system"] == [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant"]
@@ -493,7 +494,8 @@ def test_write_openai_style_parallel_calls():
     assert [b["type"] for b in merged] == ["tool_result", "tool_result", "text"]
     assert merged[0]["tool_use_id"] == "call_abc" and merged[1]["is_error"] is True
     assert body["messages"][1]["content"][1]["input"] == {"city": "Oslo"}
-    assert sorted(entries) == sorted([("folded", "$.developer[0]"), ("folded", "$"), ("dropped", "$")])
+    assert sorted(entries) == sorted([("folded", "$.developer[0]"), ("folded", "$"), ("dropped", "$"),
+                                      ("dropped", "$"), ("synthesized", "$")])
 
 
 def test_write_calls_without_provider_ids_and_bad_ids():
@@ -639,7 +641,9 @@ def test_write_reused_call_ids_get_unique_ids():
     assert check_request(body) == []
     assert [m["content"][0].get("id") or m["content"][0].get("tool_use_id") for m in body["messages"][1:]] == [
         "call_dup", "call_dup", "call_two", "call_two"]
-    assert entries == [("synthesized", "$"), ("synthesized", "$.messages[3].blocks[0]")]
+    # gpt-4o is not an Anthropic model: dropped, and the default model synthesized beside max_tokens.
+    assert entries == [("dropped", "$.meta.model"), ("synthesized", "$"), ("synthesized", "$"),
+                       ("synthesized", "$.messages[3].blocks[0]")]
 
 
 def test_write_response_from_other_origin():

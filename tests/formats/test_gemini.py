@@ -335,7 +335,7 @@ def _contents(*parts, role="model"):
     (_contents({"text": "a", "functionCall": {"name": "f"}}), "$.contents[1].parts[0]"),
     (_contents({}), "$.contents[1].parts[0]"),
     ({"contents": [], "tools": [{"functionDeclarations": [{"description": "x"}]}]}, "$.tools[0].functionDeclarations[0]"),
-    ({"contents": [], "tools": {"googleSearch": {}}}, "$.tools"),
+    ({"contents": [], "tools": "googleSearch"}, "$.tools"),  # one Tool object is accepted; a string is not
     ({"contents": [], "systemInstruction": 3}, "$.systemInstruction"),
 ])
 def test_bad_request_names_path(body, path):

@@ -499,8 +499,9 @@ def test_cross_parallel_calls_without_ids_text_around_and_error_result():
     assert json.loads(assistant["tool_calls"][1]["function"]["arguments"]) == {"q": "y"}
     assert assistant["content"] == [{"type": "text", "text": "Looking."}, {"type": "text", "text": "Done soon."}]
     assert body["messages"][4] == {"role": "tool", "tool_call_id": b.id, "content": "Error: no such key"}
-    assert body["model"] == "claude-x"
+    assert body["model"] == "gpt-4o"  # an Anthropic model is no OpenAI one: dropped, the default written
     assert set(entries) == {
+        ("dropped", "$.meta.model"), ("synthesized", "$.meta.model"),
         ("dropped", "$.system[0]"),  # cache_control
         ("synthesized", "$.messages[1].blocks[1]"), ("synthesized", "$.messages[1].blocks[2]"),
         ("reordered", "$.messages[1].blocks[3]"),

@@ -14,6 +14,7 @@ from ...conversation import Conversation, Media, Message, Tool, ToolCall
 from ...errors import ShapeError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
+from ..shared_params import foreign_model_reason, same_vendor
 from .blocks import NAME
 from .writer import BlockWriter, blocks_out, message_fields, plain_text, write_messages
 
@@ -48,7 +49,10 @@ def _request(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
     own = conv.extras.get(NAME)
     body: dict[str, Any] = dict(own) if own else {}
     if "model" not in body and conv.meta.model is not None:
-        body["model"] = conv.meta.model
+        if same_vendor(conv.meta.provider, NAME):
+            body["model"] = conv.meta.model
+        elif not any("model" in values for values in conv.extras.values()):  # else ledgered with that field
+            ledger.add("dropped", "$.meta.model", foreign_model_reason(conv.meta.model, conv.meta.provider, NAME))
     _foreign_params(conv.extras, body, ledger)
     if own is None:  # a conversation of another origin: fill what Anthropic requires
         if "model" not in body:
@@ -132,7 +136,8 @@ def _foreign_params(extras: dict, body: dict, ledger: Ledger) -> None:
         for key, value in sorted(values.items(), key=lambda kv: kv[0] == "parallel_tool_calls"):
             mapped = _map_param(provider, key, value, body, ledger)
             if not mapped:
-                ledger.add("dropped", "$", f"{provider} field '{key}' has no equivalent in {NAME}")
+                ledger.add("dropped", "$", f"{provider} field '{key}' is empty: nothing {NAME} could carry"
+                           if value == {} else f"{provider} field '{key}' has no equivalent in {NAME}")
 
 
 def _is_int(value: Any) -> bool:
@@ -154,7 +159,12 @@ def _put(body: dict, key: str, value: Any) -> bool:
 
 def _map_param(provider: str, key: str, value: Any, body: dict, ledger: Ledger) -> bool:
     if key == "model" and isinstance(value, str):
-        return _put(body, "model", value)
+        if same_vendor(provider, NAME):
+            return _put(body, "model", value)
+        ledger.add("dropped", "$", foreign_model_reason(value, provider, NAME))
+        return True
+    if key == "stream" and isinstance(value, bool):
+        return _put(body, "stream", value)
     if provider in ("openai-chat", "openai-responses"):
         match key:
             case "max_tokens" | "max_completion_tokens" | "max_output_tokens" if _is_int(value):
@@ -174,7 +184,7 @@ def _map_param(provider: str, key: str, value: Any, body: dict, ledger: Ledger) 
                     body["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
                 return True
         return False
-    if provider == "gemini" and key in ("generationConfig", "generation_config") and isinstance(value, dict):
+    if provider == "gemini" and key in ("generationConfig", "generation_config") and isinstance(value, dict) and value:
         for sub, v in value.items():
             if not _gemini_generation(sub, v, body, ledger):
                 ledger.add("dropped", "$", f"gemini field '{key}.{sub}' has no equivalent in {NAME}")

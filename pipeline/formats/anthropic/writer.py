@@ -12,7 +12,7 @@ from msgspec import UNSET
 
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
-from ..base import ANTHROPIC_ID, outgoing_id
+from ..base import ANTHROPIC_ID, ledger_result_name, outgoing_id
 from .blocks import _TEXT_KEYS, NAME
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -206,6 +206,7 @@ class BlockWriter:
             self.ledger.add("folded", f"{path}.output", "anthropic results have no structured output: written as JSON text")
             items.append({"type": "text", "text": orjson.dumps(block.output).decode()})
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
+        ledger_result_name(self.ledger, path, block, NAME)
         shape = form.get("content")
         if shape == "str" and len(items) == 1 and items[0].keys() == _TEXT_KEYS:
             out["content"] = items[0]["text"]

@@ -5,5 +5,6 @@ from .detection import detect
 from .parser import parse
 from .parts import NAME
 from .serializer import serialize
+from .tools import form_losses
 
-__all__ = ["NAME", "detect", "parse", "serialize"]
+__all__ = ["NAME", "detect", "form_losses", "parse", "serialize"]

@@ -79,6 +79,8 @@ def _parse_request(obj: Any, reader: PartReader) -> Conversation:
     tool_defs: tuple = ()
     if tools is not _ABSENT:
         tool_defs, form["tools"] = parse_tools(tools)
+        if isinstance(tools, dict):
+            form["tools_object"] = True
     model = extras.get("model")
     return Conversation(messages=messages, system=system_blocks, tools=tool_defs,
                         meta=Meta(model=model if isinstance(model, str) else None),

@@ -49,6 +49,8 @@ def _write_request(conv: Conversation, own: bool, ledger: Ledger) -> dict:
     if system is not None:
         body[form.get("system_key", "systemInstruction")] = system
     tools = write_tools(conv.tools, form.get("tools"), ledger)
+    if tools is not None and form.get("tools_object") and len(tools) == 1:
+        tools = tools[0]  # sent as one Tool object, not a list: written back so
     if tools is not None:
         body["tools"] = tools
     own_params = conv.extras.get(NAME)

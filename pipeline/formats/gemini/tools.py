@@ -11,22 +11,25 @@ from msgspec import UNSET
 from ...conversation import Conversation, Tool
 from ...errors import ParseError
 from ...ledger import Ledger
+from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
 from .parts import CAMEL, NAME, _bad
-
-_OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL", "TYPE_UNSPECIFIED"})
 
 
 # --- tool definitions ------------------------------------------------------------------------------
 
 def parse_tools(value: Any) -> tuple[tuple[Tool, ...], list]:
     """Flat canonical tools, and the layout of Gemini's Tool objects ([[key, count], ...] per object)
-    so the grouping comes back exactly."""
-    if not isinstance(value, list):
-        raise _bad(value, "'tools' must be an array", "$.tools")
+    so the grouping comes back exactly. One Tool object in place of the list is what older SDKs send
+    (the API accepts it); its path stays `$.tools`."""
+    if isinstance(value, dict):
+        entries = [("$.tools", value)]
+    elif isinstance(value, list):
+        entries = [(f"$.tools[{ti}]", entry) for ti, entry in enumerate(value)]
+    else:
+        raise _bad(value, "'tools' must be an array or one Tool object", "$.tools")
     tools: list[Tool] = []
     layout: list[list] = []
-    for ti, entry in enumerate(value):
-        path = f"$.tools[{ti}]"
+    for path, entry in entries:
         if not isinstance(entry, dict):
             raise _bad(entry, "a tool must be an object", path)
         groups = []
@@ -56,8 +59,10 @@ def _declaration(d: Any, path: str) -> Tool:
         if key == "name":
             name = value
         elif key == "description":
-            if not isinstance(value, str):
-                raise _bad(value, "'description' must be a string", f"{path}.description")
+            if value is None:
+                form["description"] = "null"  # the API takes null as no description; written back as sent
+            elif not isinstance(value, str):
+                raise _bad(value, "'description' must be a string or null", f"{path}.description")
             description = value
         elif canonical == "parametersJsonSchema" or (key == "parameters" and params_key is None):
             if params_key == "parameters":
@@ -73,22 +78,12 @@ def _declaration(d: Any, path: str) -> Tool:
         form["params"] = params_key
         if params_key == "parameters":
             # Gemini's OpenAPI-style schema spells types in capitals; canonical parameters are JSON Schema.
-            normalized = _json_schema(params)
+            normalized = openapi_to_json_schema(params)
             if normalized != params:
                 form["openapi"] = params
                 params = normalized
     return Tool(name=name, description=description, parameters=params, extras={NAME: extras} if extras else {},
                 form={NAME: form} if form else {})
-
-
-def _json_schema(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {key: (value.lower() if key == "type" and isinstance(value, str) and value in _OPENAPI_TYPES
-                      else _json_schema(value))
-                for key, value in schema.items()}
-    if isinstance(schema, list):
-        return [_json_schema(item) for item in schema]
-    return schema
 
 
 def write_tools(tools: tuple[Tool, ...], layout: list | None, ledger: Ledger) -> list | None:
@@ -145,7 +140,7 @@ def _layout_fits(layout: Any, tools: tuple[Tool, ...]) -> bool:
 def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
     form = tool.form.get(NAME) or {}
     out: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
+    if tool.description is not None or form.get("description") == "null":
         out["description"] = tool.description
     params = tool.parameters
     if tool.kind == "custom":
@@ -153,7 +148,7 @@ def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
         params = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
     if params is not UNSET:
         original = form.get("openapi")
-        if original is not None and _json_schema(original) == params:
+        if original is not None and openapi_to_json_schema(original) == params:
             params = original
         out[form.get("params", "parametersJsonSchema")] = params
     extras = tool.extras.get(NAME)
@@ -172,6 +167,11 @@ _GENERATION = {
 }
 
 
+# What Gemini says in the request URL rather than the body.
+_NOT_IN_BODY = {"model": "Gemini names the model in the endpoint URL, not the body",
+                "stream": "Gemini streams through the streamGenerateContent endpoint, not a body field"}
+
+
 def foreign_params(conv: Conversation, body: dict, ledger: Ledger) -> None:
     """Map other providers' parameters with a clear Gemini equivalent into generationConfig/toolConfig;
     ledger the rest. Gemini's own parameters (if any) win."""
@@ -180,7 +180,18 @@ def foreign_params(conv: Conversation, body: dict, ledger: Ledger) -> None:
     for provider, values in conv.extras.items():
         if provider == NAME:
             continue
+        neutral, _ = response_format_from(provider, values)
+        if neutral is not None and "responseMimeType" not in generation:
+            _, config, entries = response_format_to(NAME, neutral)
+            generation.update(config)
+            for kind, reason in entries:
+                ledger.add(kind, "$", reason)
         for key, value in values.items():
+            if neutral is not None and (key == "response_format" or (key == "text" and set(value) == {"format"})):
+                continue
+            if key in _NOT_IN_BODY:
+                ledger.add("dropped", "$", f"{provider} field '{key}': {_NOT_IN_BODY[key]}")
+                continue
             target = _GENERATION.get(key)
             if (key == "top_k" and provider != "anthropic") or (key == "n" and provider != "openai-chat"):
                 target = None
@@ -235,3 +246,25 @@ def _tool_choice(value: Any) -> tuple[dict | None, list[str]]:
         if isinstance(name, str):
             return {"mode": "ANY", "allowedFunctionNames": [name]}, rest
     return None, []
+
+
+# --- what only a Gemini body can say -----------------------------------------------------------------
+
+def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
+    """(kind, path, reason) for layout of a Gemini record that `target` cannot keep, so that writing it
+    back to Gemini differs: the systemInstruction role, OpenAPI-style `parameters`/`responseSchema`."""
+    form = conv.form.get(NAME) or {}
+    out = []
+    system = form.get("system")
+    if isinstance(system, dict) and "role" in system:
+        out.append(("dropped", "$.system", f"systemInstruction role {system['role']!r} has no equivalent in {target} "
+                                           "(Gemini ignores it)"))
+    for ti, tool in enumerate(conv.tools):
+        if (tool.form.get(NAME) or {}).get("params") == "parameters":
+            out.append(("folded", f"$.tools[{ti}]", f"Gemini OpenAPI-style 'parameters' carried as JSON Schema "
+                                                    "(types in lower case); Gemini gets them back as parametersJsonSchema"))
+    config = (conv.extras.get(NAME) or {}).get("generationConfig")
+    if isinstance(config, dict) and "responseSchema" in config and target != "anthropic":  # anthropic drops it
+        out.append(("folded", "$", "Gemini OpenAPI-style responseSchema carried as JSON Schema; Gemini gets it back "
+                                   "as responseJsonSchema"))
+    return out

@@ -34,6 +34,9 @@ class PartWriter:
         """Append the parts for `block` to `parts`; media that must follow in a user content to `moved`."""
         match block:
             case Text():
+                if not block.text and not self.own:
+                    self.ledger.add("dropped", path, "Gemini refuses an empty text part")
+                    return
                 parts.append(self.text(block))
             case Media():
                 part = self.media(block, path)

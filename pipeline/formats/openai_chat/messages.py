@@ -72,8 +72,17 @@ class Parser:
             return [], "absent"
         raise wrong(f"{path}.content", "'content'", "a string, an array or null", content)
 
-    def plain(self, m: dict, role: str, path: str) -> Message:
+    def required_content(self, m: dict, role: str, path: str) -> tuple[list, str]:
+        """`content` of a user, system or developer message: only assistant messages may go without
+        one; the API refuses the others."""
         found, mode = self.content(m, path)
+        if mode in ("null", "absent"):
+            raise ParseError(f"a {role} message needs 'content' (a string or an array of parts), got "
+                             + ("null" if mode == "null" else "none"), path=f"{path}.content", code="missing_content")
+        return found, mode
+
+    def plain(self, m: dict, role: str, path: str) -> Message:
+        found, mode = self.required_content(m, role, path)
         form: dict[str, Any] = {}
         if mode != blocks.default_mode(found, role, False):
             form["content"] = mode

@@ -7,6 +7,9 @@ from typing import Any
 
 from msgspec import UNSET
 
+from ...ledger import Ledger
+from ..shared_params import response_format_from, response_format_to
+
 def _tool_choice_from_anthropic(value: Any) -> Any:
     if type(value) is not dict:
         return UNSET
@@ -24,10 +27,19 @@ def _tool_choice_from_responses(value: Any) -> Any:
     return UNSET
 
 
-def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, and per
-    provider the keys fully carried, which then need no ledger entry)."""
+def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
+                       ) -> tuple[dict[str, Any], dict[str, set[str]], dict[str, dict[str, Any]]]:
+    """Request parameters of other formats that have a clear Chat equivalent: (Chat params, per
+    provider the keys carried, which then need no ledger entry, and per provider the settings left
+    over from a partly carried key, to be ledgered one by one)."""
     out: dict[str, Any] = {}
+    leftovers: dict[str, dict[str, Any]] = {}
+
+    def take_format(neutral: dict) -> None:
+        _, value, entries = response_format_to("openai-chat", neutral)
+        out["response_format"] = value
+        for kind, reason in entries:
+            ledger.add(kind, "$", reason)
     used: dict[str, set[str]] = {}
 
     def take(provider: str, key: str, target: str, value: Any) -> None:
@@ -57,21 +69,31 @@ def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any
         used.setdefault("openai-responses", set()).add("model")
     if "tool_choice" in src:
         take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
+    fmt, _ = response_format_from("openai-responses", src)
+    if fmt is not None and "response_format" not in out:
+        take_format(fmt)
+        if set(src["text"]) == {"format"}:
+            used.setdefault("openai-responses", set()).add("text")
 
     src = extras.get("gemini") or {}
+    fmt, format_keys = response_format_from("gemini", src)
+    if fmt is not None and "response_format" not in out:
+        take_format(fmt)
+    else:
+        format_keys = []
     for gkey in ("generationConfig", "generation_config"):
         config = src.get(gkey)
-        if type(config) is dict:
-            carried = 0
+        if type(config) is dict and config:  # an empty one is ledgered: it cannot come back
+            rest = {k: v for k, v in config.items() if k not in format_keys}
             for names, target in ((("maxOutputTokens", "max_output_tokens"), "max_completion_tokens"),
                                   (("temperature",), "temperature"), (("topP", "top_p"), "top_p"),
-                                  (("stopSequences", "stop_sequences"), "stop")):
+                                  (("stopSequences", "stop_sequences"), "stop"), (("seed",), "seed")):
                 for name in names:
-                    if name in config and target not in out:
-                        out[target] = config[name]
-                        carried += 1
-            if carried == len(config):
-                used.setdefault("gemini", set()).add(gkey)
+                    if name in rest and target not in out:
+                        out[target] = rest.pop(name)
+            used.setdefault("gemini", set()).add(gkey)
+            for key, value in rest.items():  # what is left is ledgered one setting at a time
+                leftovers.setdefault("gemini", {})[f"{gkey}.{key}"] = value
     for gkey in ("toolConfig", "tool_config"):
         config = src.get(gkey)
         if type(config) is dict and len(config) == 1:
@@ -80,7 +102,7 @@ def map_foreign_params(extras: dict[str, dict[str, Any]]) -> tuple[dict[str, Any
             take("gemini", gkey, "tool_choice", choice)
     if "model" in src:
         used.setdefault("gemini", set()).add("model")
-    return out, used
+    return out, used, leftovers
 
 
 def _tool_choice_from_gemini(config: Any) -> Any:

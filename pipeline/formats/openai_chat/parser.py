@@ -80,7 +80,7 @@ def _parse_messages(messages: list, base: str, strict: bool, form: dict, meta: M
         if type(m) is not dict or (m.get("role") != "system" and m.get("role") != "developer") \
                 or not m.keys() <= {"role", "content"}:
             break
-        found, mode = parser.content(m, f"{base}[{start}]")
+        found, mode = parser.required_content(m, m["role"], f"{base}[{start}]")
         if any(type(b) is not Text for b in found):
             break
         (system if m["role"] == "system" else developer).extend(found)

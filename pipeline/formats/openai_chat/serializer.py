@@ -16,6 +16,7 @@ from ...errors import ConversionError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
 from .blocks import NAME
+from ..shared_params import foreign_model_reason, same_vendor
 from .params import map_foreign_params
 from .tools import write_tool
 from .writer import Writer
@@ -37,9 +38,10 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
     mapped: dict[str, Any] = {}
     walk = conv
     if shape == "request" and any(p != NAME for p in conv.extras):
-        mapped, used = map_foreign_params(conv.extras)
+        mapped, used, leftovers = map_foreign_params(conv.extras, ledger)
         if used:
-            kept = {p: {k: v for k, v in values.items() if k not in used.get(p, ())} for p, values in conv.extras.items()}
+            kept = {p: {k: v for k, v in values.items() if k not in used.get(p, ())} | leftovers.get(p, {})
+                    for p, values in conv.extras.items()}
             walk = msgspec.structs.replace(conv, extras={p: v for p, v in kept.items() if v})
     ledger_foreign_extras(walk, NAME, ledger)
     writer = Writer(conv, ledger, shape)
@@ -60,8 +62,12 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
         else:
             body[key] = value
     if "model" not in body:
-        if conv.meta.model is not None:
-            body["model"] = conv.meta.model  # another provider's name too: compatible servers serve many
+        if conv.meta.model is not None and same_vendor(conv.meta.provider, NAME):
+            body["model"] = conv.meta.model
+        elif conv.meta.model is not None:  # another vendor's model: only its own API serves it
+            ledger.add("dropped", "$.meta.model", foreign_model_reason(conv.meta.model, conv.meta.provider, NAME))
+            body["model"] = DEFAULT_MODEL
+            ledger.add("synthesized", "$.meta.model", f"no OpenAI model known; Chat requires one: wrote {DEFAULT_MODEL}")
         elif conv.meta.provider != NAME or conv.meta.shape != "request":
             body["model"] = DEFAULT_MODEL
             ledger.add("synthesized", "$.meta.model", f"no model known; Chat requires one: wrote {DEFAULT_MODEL}")

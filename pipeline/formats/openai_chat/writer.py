@@ -12,6 +12,7 @@ from msgspec import UNSET
 
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
+from ..base import ledger_result_name
 from . import blocks
 from .blocks import NAME
 
@@ -324,7 +325,11 @@ class Writer:
             ledger.add("moved", cpath, f"{item.kind} returned by a tool moved to a following user message: "
                        "Chat tool messages hold text only")
             self.moved.append(part)
-        if result.output is not UNSET:
+        if isinstance(result.output, dict) and result.output.keys() == {"output"} \
+                and isinstance(result.output["output"], str) and not result.content:
+            # Gemini's convention for a plain result ({"output": text}): the text is the result.
+            parts.append(Text(result.output["output"]))
+        elif result.output is not UNSET:
             try:
                 text = orjson.dumps(result.output).decode()
             except TypeError:
@@ -346,7 +351,9 @@ class Writer:
         else:
             out = {"role": "tool", "tool_call_id": self.result_id(result, path)}
             if form.get("name"):
-                out["name"] = result.name
+                out["name"] = result.name  # only where the log had one: the API's tool messages have no name
+            else:
+                ledger_result_name(ledger, path, result, NAME, named_by_source=self.conv.meta.provider == "gemini")
         for key in form.get("null", ()):
             out[key] = None
         content = _content(parts, mode)

@@ -7,6 +7,7 @@ from msgspec import structs
 
 from ...conversation import Conversation
 from ...ledger import Ledger
+from ..shared_params import GEMINI_FORMAT_KEYS, foreign_model_reason, response_format_from, response_format_to, same_vendor
 from .items import NAME
 
 def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[dict, Conversation]:
@@ -14,25 +15,31 @@ def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[
     conversation whose foreign extras still need a 'dropped' entry (the mapped keys removed)."""
     foreign = [p for p in conv.extras if p != NAME]
     model = conv.meta.model if conv.meta.provider not in (None, NAME) else None
+    mapped: dict = {}
+    if model is not None and shape == "request" and same_vendor(conv.meta.provider, NAME):
+        mapped["model"], model = model, None  # a Chat model: the Responses API serves the same ones
     if not foreign:
         if model is not None and shape != "messages":
-            ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider}; set an OpenAI model")
-        return {}, conv
-    mapped: dict = {}
+            ledger.add("dropped", "$.meta.model", foreign_model_reason(model, conv.meta.provider, NAME))
+        return mapped, conv
     remaining = dict(conv.extras)
     for provider in foreign:
         values = dict(conv.extras[provider])
         if isinstance(values.get("model"), str):
-            model = model or values["model"]
+            if "model" not in mapped:
+                model = model or values["model"]
             del values["model"]
         if shape == "request":
+            _response_format(provider, values, mapped, ledger)
             match provider:
                 case "anthropic":
+                    _take(values, mapped, "stream", "stream", bool)
                     _take(values, mapped, "max_tokens", "max_output_tokens", int)
                     _take(values, mapped, "temperature", "temperature", (int, float))
                     _take(values, mapped, "top_p", "top_p", (int, float))
                     _anthropic_tool_choice(values, mapped)
                 case "openai-chat":
+                    _take(values, mapped, "stream", "stream", bool)
                     _take(values, mapped, "max_completion_tokens", "max_output_tokens", int)
                     _take(values, mapped, "max_tokens", "max_output_tokens", int)
                     _take(values, mapped, "temperature", "temperature", (int, float))
@@ -43,9 +50,30 @@ def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[
                     _gemini_params(values, mapped)
         remaining[provider] = values
     if model is not None and shape != "messages":
-        ledger.add("dropped", "$.meta.model", f"model '{model}' belongs to {conv.meta.provider or 'another provider'}; "
-                                              "set an OpenAI model")
+        ledger.add("dropped", "$.meta.model", foreign_model_reason(model, conv.meta.provider, NAME))
     return mapped, structs.replace(conv, extras=remaining)
+
+
+def _response_format(provider: str, values: dict, mapped: dict, ledger: Ledger) -> None:
+    """Chat `response_format` or Gemini's response MIME type and schema, as `text.format`."""
+    neutral, _ = response_format_from(provider, values)
+    if neutral is None or "text" in mapped:
+        return
+    key, value, entries = response_format_to(NAME, neutral)
+    mapped[key] = value
+    for kind, reason in entries:
+        ledger.add(kind, "$", reason)
+    if provider == "openai-chat":
+        del values["response_format"]
+        return
+    for config_key in ("generationConfig", "generation_config"):
+        config = values.get(config_key)
+        if isinstance(config, dict):
+            rest = {k: v for k, v in config.items() if k not in GEMINI_FORMAT_KEYS}
+            if rest:
+                values[config_key] = rest
+            else:
+                del values[config_key]
 
 
 def _take(values: dict, mapped: dict, key: str, target: str, kind: type | tuple) -> None:
@@ -89,18 +117,17 @@ def _chat_tool_choice(values: dict, mapped: dict) -> None:
 def _gemini_params(values: dict, mapped: dict) -> None:
     for config_key in ("generationConfig", "generation_config"):
         config = values.get(config_key)
-        if not isinstance(config, dict):
-            continue
+        if not isinstance(config, dict) or not config:
+            continue  # an empty one stays, to be ledgered: it does not come back
         config = dict(config)
         for src, target, kind in (("maxOutputTokens", "max_output_tokens", int),
                                   ("max_output_tokens", "max_output_tokens", int),
                                   ("temperature", "temperature", (int, float)),
                                   ("topP", "top_p", (int, float)), ("top_p", "top_p", (int, float))):
             _take(config, mapped, src, target, kind)
-        if config:
-            values[config_key] = config
-        else:
-            del values[config_key]
+        del values[config_key]
+        for key, value in config.items():  # what is left is ledgered one setting at a time
+            values[f"{config_key}.{key}"] = value
     for config_key in ("toolConfig", "tool_config"):
         config = values.get(config_key)
         if not isinstance(config, dict):

@@ -14,7 +14,7 @@ from msgspec import UNSET
 
 from ...conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
-from ..base import outgoing_id
+from ..base import ledger_result_name, outgoing_id
 from .items import ERROR_PREFIX, MAX_CALL_ID, NAME, own, parse_json_arguments
 
 
@@ -113,6 +113,9 @@ class Writer:
         while empty_i < len(empty):
             out.append(self._empty_item(empty[empty_i][1], item_role))
             empty_i += 1
+        if not blocks and not empty and role != "tool":
+            # Another format's message with empty content (Chat `"content": ""`): still a turn, kept.
+            out.append(self._empty_item({"s": 1}, item_role))
 
     def _signature(self, path: str) -> None:
         # This format never writes one: a signature here is another provider's opaque state.
@@ -378,6 +381,8 @@ class Writer:
         item["output"] = output
         if block.name is not None and NAME in block.form:  # optional: written only where it was read
             item["name"] = block.name
+        else:
+            ledger_result_name(self.ledger, path, block, NAME)
         item.update(form.get("kv") or ())
         for key, value in extras.items():
             if key != "output":
