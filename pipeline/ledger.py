@@ -8,7 +8,7 @@ from msgspec import Struct
 
 from .errors import ConversionError
 
-LedgerKind = Literal["dropped", "folded", "moved", "reordered", "synthesized"]
+LedgerKind = Literal["dropped", "folded", "moved", "reordered", "synthesized", "redacted"]
 
 
 class LedgerEntry(Struct, frozen=True):
@@ -16,6 +16,7 @@ class LedgerEntry(Struct, frozen=True):
     path: str  # where in the canonical conversation, e.g. $.messages[3].blocks[1]
     reason: str
     target: str | None = None  # the format (or template) that could not carry it
+    detector: str | None = None  # for `redacted`: what found the value (never the value itself)
 
 
 class Ledger:

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from ..errors import ConfigError
 from ..run.writers import atomic_path
-from . import figures, reading, sessions
+from . import figures, reading, safety, sessions
 from .parts import chunk_parts, combine
 from .report import Report
 
@@ -34,6 +34,7 @@ class RunFiles:
     stats: Path | None = None
     config: Path | None = None
     filtered: Path | None = None
+    near_duplicates: Path | None = None
 
 
 def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
@@ -50,11 +51,13 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
             found.append(item)
         else:
             raise ConfigError(f"qa: '{item}' does not exist", code="no_input")
-    data, rejects, stats, config, filtered = [], None, None, None, None
+    data, rejects, stats, config, filtered, near = [], None, None, None, None, None
     for path in found:
         name = path.name
         if name.startswith("rejects") and name.endswith(".jsonl"):
             rejects = path
+        elif name.startswith("near_duplicates") and name.endswith(".jsonl"):
+            near = path
         elif name.startswith("filtered") and name.endswith(".jsonl"):
             filtered = path
         elif name.startswith("stats") and name.endswith(".json"):
@@ -66,7 +69,7 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
     if not (data or rejects or stats):
         raise ConfigError(f"qa: no run outputs (data-*.parquet|jsonl, rejects.jsonl, stats.json) in "
                           f"{', '.join(map(str, items))}", code="no_input")
-    return RunFiles(data, rejects, stats, config, filtered)
+    return RunFiles(data, rejects, stats, config, filtered, near)
 
 
 def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
@@ -83,20 +86,23 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     filtered = reading.read_filtered(files.filtered)
     totals = figures.totals(stats, merged, rejects, len(files.data), filtered)
     longest, shortest = figures.extremes(merged)
+    issues = figures.issues(merged, rejects, stats)
     inputs = ((config or {}).get("input") or {}).get("paths") or []
     return Report(
         title="sftprep QA report", inputs=[str(p) for p in inputs],
-        files=[str(p) for p in (*files.data, files.rejects, files.filtered, files.stats, files.config)
+        files=[str(p) for p in (*files.data, files.rejects, files.filtered, files.stats, files.config,
+                                files.near_duplicates)
                if p is not None],
         status=_status(totals, bool(files.data)), notes=_notes(totals, files), totals=totals,
         stages=figures.stages(stats), source_files=figures.source_files(merged, rejects),
         source_folders=figures.source_files(merged, rejects, folders=True),
         formats=figures.formats(merged, stats), shapes=figures.shapes(merged),
-        tools=figures.tool_use(merged, rejects), issues=figures.issues(merged, rejects, stats),
+        tools=figures.tool_use(merged, rejects), issues=issues,
         flattened=figures.flattened(merged, rejects), tokens=figures.tokens(merged, stats, config),
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
         reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {},
-        filtered=figures.filter_reasons(filtered),
+        filtered=figures.filter_reasons(filtered), safety=safety.safety(merged.redactions, stats, config, rejects, issues),
+        near_duplicates=safety.near_duplicates(files.near_duplicates, config),
         sessions=sessions.sessions(merged.shape_rows, merged.flagged, stats, config))
 
 

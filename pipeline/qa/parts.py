@@ -9,6 +9,8 @@ import polars as pl
 
 from . import session_parts
 from .reading import ROW_COLUMNS, _clip_expr, _file, _row_schema
+from .safety import EXAMPLES as REDACTION_EXAMPLES
+from .safety import redaction_examples
 
 EXAMPLES = 3  # example records per issue code, per outcome
 EXTREMES = 5  # longest and shortest conversations shown
@@ -41,6 +43,7 @@ class Parts:
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
     shape_rows: pl.DataFrame  # per row: session, folded, window, tokens by role (qa/sessions.py)
     flagged: pl.DataFrame  # the first rows with no user turn or few trained tokens, with a preview
+    redactions: pl.DataFrame  # row, source, path, detector, where, excerpt (a few per detector)
 
 
 def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
@@ -66,6 +69,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
         extremes=_extremes(frame, blocks),
         shape_rows=shape_rows,
         flagged=session_parts.flagged(frame, shape_rows, blocks),
+        redactions=redaction_examples(ledger, frame),
     )
 
 
@@ -184,4 +188,6 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
     merged["flagged"] = session_parts.combine_flagged(merged["flagged"])
+    merged["redactions"] = merged["redactions"].sort("row").group_by("detector", maintain_order=True).head(
+        REDACTION_EXAMPLES)
     return Parts(**merged)

@@ -197,6 +197,41 @@ class ConvSummary(Struct, frozen=True):
     preview: str  # the opening user text
 
 
+class SafetyExample(Struct, frozen=True):
+    source: str
+    path: str
+    detector: str
+    where: str
+    excerpt: str  # the text around the placeholder, or the rejection's message
+
+
+class Safety(Struct, frozen=True):
+    enabled: bool | None  # scrub.enabled in config.json
+    action: str | None
+    actions: dict[str, str]
+    by_detector: list[Count]  # redactions (stats.json)
+    by_where: list[Count]  # tool_result, tool_arguments, user_text, ...
+    rejected: list[Count]  # rejects by scrub code
+    rejected_examples: list[SafetyExample]
+    reported: list[Count]  # findings kept as warnings (action "report")
+    examples: list[SafetyExample]
+
+
+class NearCluster(Struct, frozen=True):
+    kept: str  # the source of the row kept
+    removed: int
+    examples: list[str]  # sources of rows filtered as near-duplicates of it
+    min_similarity: float
+
+
+class NearDuplicates(Struct, frozen=True):
+    enabled: bool | None
+    threshold: float | None
+    removed: int
+    clusters: int
+    largest: list[NearCluster]
+
+
 # --- sessions, windows and trained tokens (qa/sessions.py) -------------------------------------------
 
 class FoldedSource(Struct, frozen=True):
@@ -266,6 +301,8 @@ class Report(Struct, frozen=True):
     reasoning: Reasoning
     longest: list[ConvSummary]
     shortest: list[ConvSummary]
+    safety: Safety | None = None
+    near_duplicates: NearDuplicates | None = None
     config: dict = field(default_factory=dict)
     sessions: Sessions | None = None
     filtered: list[FilterReason] = field(default_factory=list)

@@ -136,6 +136,8 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
     console.print(Text.assemble(("Duplicates  ", "bold"), f"removed {_n(d.removed)}; written rows sharing a hash "
                                 f"{d.repeated_ids:,}"))
 
+    _safety(console, report)
+
     ledger = _table("Conversion ledger", "kind", "entries", "rows", "by target", numeric=("entries", "rows"))
     for entry in report.ledger.kinds:
         ledger.add_row(entry.kind, _n(entry.entries), _n(entry.rows), _counts(entry.targets))
@@ -152,6 +154,24 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
             table.add_row(Text(c.source), _n(c.tokens), _n(c.messages), _n(c.tool_calls),
                           Text(c.preview.replace("\n", " ")[:80]))
         console.print(table)
+
+
+def _safety(console, report: Report) -> None:
+    n = report.near_duplicates
+    if n is not None and n.enabled:
+        console.print(Text.assemble(("Near-duplicates  ", "bold"), f"{n.removed:,} filtered as near-duplicates of "
+                                    f"{n.clusters:,} kept rows (similarity >= {n.threshold})"))
+    s = report.safety
+    if s is None or s.enabled is None:
+        return
+    if not s.enabled:
+        console.print(Text.assemble(("Safety  ", "bold"), "scrub was off: rows may hold secrets and personal data"))
+        return
+    redacted = ", ".join(f"{c.key} {c.count:,}" for c in s.by_detector) or "nothing"
+    where = ", ".join(f"{c.key} {c.count:,}" for c in s.by_where)
+    rejected = ", ".join(f"{c.key} {c.count:,}" for c in s.rejected) or "none"
+    console.print(Text.assemble(("Safety  ", "bold"), f"redacted: {redacted}" + (f" (in {where})" if where else "")
+                                + f"; rejected: {rejected}"))
 
 
 def _sessions(g, console: Console) -> None:

@@ -50,6 +50,22 @@ class ShapeConfig(_Section):
     # Over max_tokens: "trim" whole units from the end, "window" into several rows, or "drop".
     long: Literal["trim", "window", "drop"] = "trim"
     window_overlap: NonNegative = 1  # earlier call/result units repeated as masked context in each window
+    # Near-duplicates: MinHash over the rendered text; a row this similar (Jaccard) to an earlier one is filtered.
+    near_dedup: bool = False
+    near_dedup_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
+
+
+ScrubAction = Literal["redact", "reject", "report"]
+
+
+class ScrubConfig(_Section):
+    enabled: bool = True
+    # What a finding does: "redact" (a typed placeholder), "reject" the record, or only "report" it.
+    action: ScrubAction = "redact"
+    actions: dict[str, ScrubAction] = field(default_factory=dict)  # per detector: {aws_access_key = "reject"}
+    # Phone numbers written without a country code are read as numbers of this region ("US", "GB"...);
+    # "" finds only international (+CC) numbers, which nothing else looks like.
+    phone_region: str = ""
 
 
 class ConvertConfig(_Section):
@@ -90,6 +106,7 @@ class JobConfig(_Section):
     input: InputConfig = field(default_factory=InputConfig)
     validate: ValidateConfig = field(default_factory=ValidateConfig)
     shape: ShapeConfig = field(default_factory=ShapeConfig)
+    scrub: ScrubConfig = field(default_factory=ScrubConfig)
     convert: ConvertConfig = field(default_factory=ConvertConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -116,11 +133,22 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     _renamed_keys(given)  # an override of an older key wins over the file's newer one, as any override does
     for section, values in given.items():
         raw.setdefault(section, {}).update(values)
+    where = f"config {'file ' + repr(str(path)) if path else ''}"
     try:
-        return msgspec.convert(raw, JobConfig)
+        config = msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"config {'file ' + repr(str(path)) if path else ''}: {_explain(exc)}",
-                          code="bad_config") from None
+        raise ConfigError(f"{where}: {_explain(exc)}", code="bad_config") from None
+    _check_scrub(config.scrub, where)
+    return config
+
+
+def _check_scrub(scrub: ScrubConfig, where: str) -> None:
+    from .scrub.detectors import DETECTORS
+
+    unknown = sorted(set(scrub.actions) - set(DETECTORS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown detector '{unknown[0]}' in [scrub.actions] (detectors: "
+                          f"{', '.join(DETECTORS)})", code="bad_config")
 
 
 def _renamed_keys(raw: dict[str, Any]) -> None:

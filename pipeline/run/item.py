@@ -43,6 +43,8 @@ class Item:
     tallies: list[tuple[str, str]] = field(default_factory=list)
     outcome: Outcome | None = None
     error: SftprepError | None = None  # a read error carried from the reader
+    minhash: Any = None  # the rendered row's MinHash signature, when [shape] near_dedup is on
+    scrubbed: Any = None  # the scrub stage's Redactor: what it found, and the placeholders it gave
     # Sessions and windows (fold.py, window.py): every row of a windowed conversation (`rendered` is the
     # first); the session it belongs to and its rolling message digests; counted tallies (group, key, n).
     windows: list | None = None

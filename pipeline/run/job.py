@@ -50,6 +50,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     filtered = JsonlFile(out / "filtered.jsonl")
     # digest -> the source first written with it; None: shape.dedup is off
     seen_digests: dict[str, str] | None = {} if config.shape.dedup else None
+    near = _NearDedup(out, config.shape.near_dedup_threshold) if config.shape.near_dedup else None
     # What exists now (tokenizer, template, modules, the caller's objects) outlives the loop: the cyclic
     # garbage collector need not walk it over and over while results stream through (a fifth of the
     # parent's time otherwise). Undone at the end, unless the caller had frozen objects of its own.
@@ -61,7 +62,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _dedup(item, stats, seen_digests)
+                _dedup(item, stats, seen_digests, near)
                 for ready in folder.push(item):
                     _finish(ready, stats, writer, (rejects, filtered))
             reporter.update(stats)
@@ -72,6 +73,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
         # Interrupted or failed: no half file stays behind (finished shards are whole).
         rejects.abort()
         filtered.abort()
+        if near is not None:
+            near.file.abort()
         writer.abort()
         for partial in out.glob(".*.partial"):
             partial.unlink(missing_ok=True)
@@ -82,6 +85,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
             gc.unfreeze()
     rejects.close()
     filtered.close()
+    if near is not None:
+        near.file.close()
     stats.tally("output", "shards", len(shards))
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
@@ -115,7 +120,27 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
         yield batch
 
 
-def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None) -> None:
+class _NearDedup:
+    """The near-duplicate index and `near_duplicates.jsonl`: each filtered row beside the row it keeps."""
+
+    def __init__(self, out: Path, threshold: float):
+        from .near_dedup import NearDuplicates
+
+        self.index = NearDuplicates(threshold)
+        self.file = JsonlFile(out / "near_duplicates.jsonl")
+
+    def check(self, item: Item) -> tuple[str, str, float] | None:
+        """(kept row id, its source, similarity) for a near-duplicate, listed in the file; else None."""
+        row = item.rendered
+        kept = self.index.check(row["id"], item.source, item.minhash)
+        if kept is not None:
+            self.file.write({"source": item.source, "id": row["id"], "reason": "near_duplicate_of",
+                             "kept_source": kept[1], "kept_id": kept[0], "similarity": round(kept[2], 4),
+                             "num_tokens": row["num_tokens"]})
+        return kept
+
+
+def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
     if item.outcome is not None:
         return
     dedup = stats.stages["dedup"]
@@ -127,6 +152,12 @@ def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None) -> None:
             drop(item, "dedup", "duplicate", f"same content as {first}")
             return
         seen[item.digest] = item.source
+    if near is not None and item.minhash is not None:
+        kept = near.check(item)
+        if kept is not None:
+            dedup.filtered["near_duplicate_of"] += 1
+            drop(item, "dedup", "near_duplicate_of", f"{kept[2]:.0%} similar to {kept[1]}")
+            return
     dedup.passed += 1
 
 

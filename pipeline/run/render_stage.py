@@ -133,8 +133,7 @@ class Renderer:
             "tools": _json(tools),
             "conversation": conversation_json(conv),
             "issues": _json([_issue(i) for i in item.issues]),
-            "ledger": _json([{"kind": e.kind, "path": e.path, "reason": e.reason, "target": e.target}
-                             for e in ledger]),
+            "ledger": _json([_ledger_row(e) for e in ledger]),
             "export": _json(export) if export is not None else (_json(item.export) if item.export is not None
                                                                  else None),
             **shape_columns(item, rendered, conv, window),
@@ -156,3 +155,10 @@ def _issue(issue) -> dict[str, Any]:
 
 def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def _ledger_row(entry) -> dict:
+    row = {"kind": entry.kind, "path": entry.path, "reason": entry.reason, "target": entry.target}
+    if entry.detector is not None:
+        row["detector"] = entry.detector
+    return row

@@ -26,6 +26,11 @@ class Context:
         self.fmt = None if config.input.format == "auto" else config.input.format
         self.shape = None if config.input.shape == "auto" else config.input.shape
         self._renderer = None
+        self.scrubber = None
+        if config.scrub.enabled:
+            from .scrub import Scrubber
+
+            self.scrubber = Scrubber(config.scrub)
 
     @property
     def renderer(self):
@@ -79,6 +84,10 @@ def _flagged(conv: Conversation, issue: Issue) -> dict | None:
     return {"family": issue.family, "span": [start, end], "text": (getattr(block, "text", None) or "")[start:end]}
 
 
+def scrub_stage(item: Item, ctx: Context) -> Item:
+    return item if ctx.scrubber is None else ctx.scrubber.scrub(item)
+
+
 def shape_stage(item: Item, ctx: Context) -> Item:
     shape = ctx.config.shape
     codes = {i.code for i in item.issues}
@@ -107,6 +116,15 @@ def render_stage(item: Item, ctx: Context) -> Item:
     return item
 
 
+def near_dedup_stage(item: Item, ctx: Context) -> Item:
+    """The row's MinHash, for the parent's near-duplicate check."""
+    if ctx.config.shape.near_dedup:
+        from .near_dedup import signature
+
+        item.minhash = signature(item.rendered["input_ids"])
+    return item
+
+
 def export_stage(item: Item, ctx: Context) -> Item:
     if not ctx.config.convert.to:
         return item
@@ -128,8 +146,9 @@ WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ..
     ("read", (read_stage,)),
     ("parse", (parse_stage,)),
     ("validate", (validate_stage,)),
+    ("scrub", (scrub_stage,)),
     ("shape", (shape_stage,)),
-    ("render", (export_stage, render_stage)),
+    ("render", (export_stage, render_stage, near_dedup_stage)),
 )
 
 
@@ -153,6 +172,8 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
             counts.passed += 1
         else:
             item.tallies = _tallies(item)
+        if ctx.scrubber is not None and item.outcome is not None and item.outcome.kind == "rejected":
+            ctx.scrubber.clean_rejection(item)
     return items, stats
 
 
@@ -163,6 +184,10 @@ def _tallies(item: Item) -> list[tuple]:
     out = [("issues", issue.code) for issue in item.issues]
     out += [("ledger", entry.kind) for entry in item.ledger]
     out += [("source_format", conv.meta.provider or "unknown"), ("shape", conv.meta.shape or "unknown")]
+    if item.scrubbed is not None:
+        applied = [e for e in item.ledger if e.kind == "redacted"]
+        out += [("redacted", e.detector) for e in applied]
+        out += [("redacted_in", e.reason.rpartition(" in ")[2]) for e in applied]
     return out + item.shape_tallies
 
 

@@ -38,6 +38,7 @@ def work(batch: list[RawRecord]) -> tuple[list[Item], Stats]:
     items, stats = run_stages(batch, _context)
     for item in items:  # ship back only what the parent writes
         item.conversation = None
+        item.scrubbed = None
         if item.outcome is None:
             item.record = None
     return items, stats

@@ -51,7 +51,7 @@ ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
 # What a run writes into its output directory. A new run removes these first (never other files), so
 # `data-*.parquet` never picks up a stale shard of an earlier, longer run beside the new ones.
 _SHARD_NAME = re.compile(r"data-\d{5}\.(?:parquet|jsonl)")
-RUN_FILES = ("rejects.jsonl", "filtered.jsonl", "stats.json", "config.json", "qa_report.html")
+RUN_FILES = ("rejects.jsonl", "filtered.jsonl", "near_duplicates.jsonl", "stats.json", "config.json", "qa_report.html")
 
 
 def clear_earlier_run(directory: Path) -> list[Path]:

@@ -97,7 +97,8 @@ def test_accounting(run_dir):
     assert t.reject_lines == len(raw.rejects) == records["rejected"]
     assert t.read == t.written + t.rejected + t.filtered
     assert report.status == "ok" and report.notes == []
-    assert [s.name for s in report.stages] == ["read", "parse", "validate", "shape", "render", "dedup", "fold", "write"]
+    assert [s.name for s in report.stages] == ["read", "parse", "validate", "scrub", "shape", "render", "dedup", "fold",
+                                               "write"]
     for stage in report.stages:
         expected = raw.stats["stages"][stage.name]
         assert (stage.seen, stage.passed) == (expected["in"], expected["passed"])
