@@ -54,8 +54,8 @@ def test_formats_and_templates():
         assert callable(getattr(formats, name))
     for module in formats.FORMATS.values():
         assert {"NAME", "detect", "parse", "serialize"} <= set(dir(module))
-    assert {"chatml", "llama3", "harmony"} <= set(FAMILIES)
-    assert set(BUILTIN_TOKENIZERS) == {"qwen2.5", "llama3", "gpt-oss"}
+    assert {"chatml", "qwen3", "llama3", "harmony", "mistral"} <= set(FAMILIES)
+    assert set(BUILTIN_TOKENIZERS) == {"qwen2.5", "qwen3", "llama3", "gpt-oss", "mistral"}
 
 
 def test_render_and_qa_names():

@@ -15,11 +15,12 @@ from . import convert as convert_command
 from . import qa as qa_command
 from . import render as render_command
 from . import run as run_command
+from . import templates as templates_command
 from . import validate as validate_command
 from .common import EXIT_OK, EXIT_USAGE
 
 # Each command module has register(subparsers); its handler returns an exit code.
-COMMANDS = [run_command, convert_command, validate_command, render_command, qa_command]
+COMMANDS = [run_command, convert_command, validate_command, render_command, qa_command, templates_command]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -220,9 +220,11 @@ def reasoning(parts: Parts, config: dict | None) -> r.Reasoning:
     drops = [r.ReasoningDrop(*row) for row in parts.reasoning_drops.sort(
         ["blocks", "target", "kind"], descending=[True, False, False]).select("target", "kind", "blocks", "rows")
         .iter_rows()]
+    expanded = [r.ExpandedCase(*row) for row in parts.expanded.sort("case")
+                .select("case", "rows", "tokens", "trained_tokens").iter_rows()]
     return r.Reasoning(int((rows["reasoning_blocks"] > 0).sum()), int(rows["reasoning_blocks"].sum() or 0),
                        int(rows["reasoning_text"].sum() or 0), int(rows["reasoning_state"].sum() or 0), drops,
-                       None if mask is None else "no-reasoning" not in mask)
+                       None if mask is None else "no-reasoning" not in mask, expanded)
 
 
 def extremes(parts: Parts) -> tuple[list[r.ConvSummary], list[r.ConvSummary]]:

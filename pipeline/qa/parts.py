@@ -43,6 +43,7 @@ class Parts:
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
     shape_rows: pl.DataFrame  # per row: session, folded, window, tokens by role (qa/sessions.py)
     flagged: pl.DataFrame  # the first rows with no user turn or few trained tokens, with a preview
+    expanded: pl.DataFrame  # case, rows, tokens, trained_tokens of past_reasoning="expand" rows
     redactions: pl.DataFrame  # row, source, path, detector, where, excerpt (a few per detector)
 
 
@@ -69,8 +70,16 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
         extremes=_extremes(frame, blocks),
         shape_rows=shape_rows,
         flagged=session_parts.flagged(frame, shape_rows, blocks),
+        expanded=_expanded(frame),
         redactions=redaction_examples(ledger, frame),
     )
+
+
+def _expanded(frame: pl.DataFrame) -> pl.DataFrame:
+    case = pl.col("reasoning_row").str.json_path_match("$.case")
+    return (frame.filter(pl.col("reasoning_row").is_not_null()).group_by(case.alias("case"))
+            .agg(rows=pl.len(), tokens=pl.col("num_tokens").sum(), trained_tokens=pl.col("num_trained_tokens").sum())
+            .cast({"case": pl.String, "rows": pl.Int64, "tokens": pl.Int64, "trained_tokens": pl.Int64}))
 
 
 def _blocks(frame: pl.DataFrame) -> pl.DataFrame:
@@ -188,6 +197,7 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
     merged["flagged"] = session_parts.combine_flagged(merged["flagged"])
+    merged["expanded"] = merged["expanded"].group_by("case").agg(summed.sum())
     merged["redactions"] = merged["redactions"].sort("row").group_by("detector", maintain_order=True).head(
         REDACTION_EXAMPLES)
     return Parts(**merged)

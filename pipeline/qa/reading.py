@@ -19,7 +19,8 @@ PREVIEW = 240  # characters of transcript text in an excerpt
 
 ROW_COLUMNS = ["id", "source", "source_format", "shape", "template", "tokenizer", "num_tokens",
                "num_trained_tokens", "num_messages", "num_tool_calls", "trimmed", "conversation", "issues", "ledger",
-               "session", "folded", "window", "windows", "role_tokens"]
+               "session", "folded", "window", "windows", "role_tokens",
+               "reasoning_row"]
 
 _FILE = r"^(.*):\d+(?:#.*)?$"  # sources are FILE:LINE or FILE:LINE#N
 

@@ -175,6 +175,13 @@ class ReasoningDrop(Struct, frozen=True):
     rows: int
 
 
+class ExpandedCase(Struct, frozen=True):
+    case: str  # whole | final | prefix (pipeline/render/expand.py)
+    rows: int
+    tokens: int
+    trained_tokens: int
+
+
 class Reasoning(Struct, frozen=True):
     rows: int  # written conversations holding reasoning
     blocks: int
@@ -182,6 +189,8 @@ class Reasoning(Struct, frozen=True):
     with_state: int  # signature, encrypted content or redacted data
     dropped: list[ReasoningDrop]  # ledger entries on reasoning blocks, by target and kind
     trained: bool | None  # the mask policy trains reasoning tokens (config.json)
+    # past_reasoning="expand": rows by case; "prefix" rows are the extra ones (their tokens the cost)
+    expanded: list[ExpandedCase] = []
 
 
 class ConvSummary(Struct, frozen=True):

@@ -146,6 +146,9 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
     g = report.reasoning
     console.print(Text.assemble(("Reasoning  ", "bold"), f"{g.blocks:,} blocks in {g.rows:,} conversations; dropped: ",
                                 ", ".join(f"{x.target} {x.blocks:,}" for x in g.dropped) or "none"))
+    if g.expanded:
+        console.print(Text.assemble(("Expanded  ", "bold"), "past_reasoning=expand rows: ", ", ".join(
+            f"{x.case} {x.rows:,} ({x.tokens:,} tokens, {x.trained_tokens:,} trained)" for x in g.expanded)))
 
     for title, items in (("Longest conversations", report.longest), ("Shortest conversations", report.shortest)):
         table = _table(title, "source", "tokens", "msgs", "calls", "opening user text",

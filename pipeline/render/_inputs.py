@@ -189,9 +189,9 @@ class _Builder:
                         calls.append(call)
                         carried += 1
                 case Reasoning():
-                    if self.policy.reasoning == "drop" or not block.text:
-                        what = "reasoning" if block.text else "reasoning without visible text"
-                        self.ledger.add("dropped", path, f"{what} has no place in {self.policy.target}")
+                    why = self._reasoning_dropped(mi, block)
+                    if why is not None:
+                        self.ledger.add("dropped", path, why)
                     else:
                         self._reasoning_state(block, path)
                         reasoning.append(self.marks.text(block.text, BlockRef("reasoning", mi, bi, path)))
@@ -219,6 +219,13 @@ class _Builder:
             out["reasoning_content"] = joined
             out["thinking"] = joined
         self.items.append(_Item(out, None, f"$.messages[{mi}]"))
+
+    def _reasoning_dropped(self, mi: int, block: Reasoning) -> str | None:
+        """Why the template gets no reasoning block of message `mi` (None: it gets it)."""
+        if self.policy.reasoning == "drop" or not block.text:
+            what = "reasoning" if block.text else "reasoning without visible text"
+            return f"{what} has no place in {self.policy.target}"
+        return None
 
     def _reasoning_state(self, block: Reasoning, path: str) -> None:
         for name in ("signature", "redacted", "encrypted", "item_id"):

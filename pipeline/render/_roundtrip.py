@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable
 
-from msgspec import UNSET
+from msgspec import UNSET, structs
 
 from ..conversation import Conversation, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import RenderError
@@ -47,6 +47,22 @@ def _identity(text: str) -> str:
 
 def dropped_paths(ledger: Iterable[LedgerEntry]) -> set[str]:
     return {entry.path for entry in ledger if entry.kind == "dropped"}
+
+
+def without_dropped(conv: Conversation, ledger: Iterable[LedgerEntry]) -> Conversation:
+    """`conv` without the messages, blocks, instructions and tools the ledger says were dropped."""
+    dropped = dropped_paths(ledger)
+    messages = []
+    for mi, message in enumerate(conv.messages):
+        if f"$.messages[{mi}]" in dropped:
+            continue
+        blocks = tuple(b for bi, b in enumerate(message.blocks) if block_path(mi, bi) not in dropped)
+        messages.append(structs.replace(message, blocks=blocks))
+    return structs.replace(
+        conv, messages=tuple(messages),
+        system=tuple(b for i, b in enumerate(conv.system) if f"$.system[{i}]" not in dropped),
+        developer=tuple(b for i, b in enumerate(conv.developer) if f"$.developer[{i}]" not in dropped),
+        tools=tuple(t for i, t in enumerate(conv.tools) if f"$.tools[{i}]" not in dropped))
 
 
 def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Normalize = _identity,

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
+from . import _tekken
 
 __all__ = ["BUILTIN_TOKENIZERS", "builtin_json", "builtin_ranks", "cache_dir", "tiktoken_file"]
 
@@ -42,6 +43,17 @@ _O200K_PATTERN = "|".join([
     r"\s+",
 ])
 
+# o200k's without the contractions and with single digits.
+_TEKKEN_PATTERN = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*",
+    r"\p{N}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
+
 
 def _qwen_added() -> tuple[tuple[int, str, bool], ...]:
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
@@ -51,6 +63,12 @@ def _qwen_added() -> tuple[tuple[int, str, bool], ...]:
              "<|repo_name|>", "<|file_sep|>"]
     tokens = [(t, True) for t in special] + [(t, False) for t in plain]
     return tuple((151643 + i, t, s) for i, (t, s) in enumerate(tokens))
+
+
+def _qwen3_added() -> tuple[tuple[int, str, bool], ...]:
+    # Qwen3's vocabulary is Qwen2.5's plus four non-special added tokens.
+    extra = ["<tool_response>", "</tool_response>", "<think>", "</think>"]
+    return _qwen_added() + tuple((151665 + i, t, False) for i, t in enumerate(extra))
 
 
 def _llama3_added() -> tuple[tuple[int, str, bool], ...]:
@@ -92,6 +110,16 @@ BUILTIN_TOKENIZERS: dict[str, _Builtin] = {
                         "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
                         _QWEN_PATTERN, _qwen_added(), nfc=True, ignore_merges=False,
                         bos=None, eos="<|im_end|>", pad="<|endoftext|>"),
+    "qwen3": _Builtin("qwen3.vocab", "qwen.tiktoken",
+                      "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
+                      _QWEN_PATTERN, _qwen3_added(), nfc=True, ignore_merges=False,
+                      bos=None, eos="<|im_end|>", pad="<|endoftext|>"),
+    # Mistral Nemo's Tekken (v3), from mistral-common's data files.
+    "mistral": _Builtin("tekken_240718.json", "",
+                        "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516",
+                        _TEKKEN_PATTERN,
+                        _tekken.control_tokens(), nfc=False, ignore_merges=True,
+                        bos="<s>", eos="</s>", pad="<pad>"),
     "llama3": _Builtin("llama3.vocab", "llama3.tiktoken",
                        "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
                        _LLAMA3_PATTERN, _llama3_added(), nfc=False, ignore_merges=True,
@@ -143,6 +171,8 @@ def tiktoken_file(name: str) -> Path:
     """The built-in vocabulary in tiktoken's text format (byte-identical to the official file, sha256
     checked), written once into the cache. openai-harmony and tiktoken can read it offline."""
     spec = _spec(name)
+    if not spec.tiktoken_name:
+        raise ConfigError(f"tokenizer '{name}' has no tiktoken vocabulary file", code="unknown_tokenizer")
     path = cache_dir() / "vocab" / spec.tiktoken_name
     if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256:
         return path
@@ -178,6 +208,8 @@ def _cache_key(name: str, spec: _Builtin) -> str:
 
 def _build(name: str, spec: _Builtin) -> str:
     """tokenizer.json text for a built-in vocabulary."""
+    if spec.vocab_file.startswith("tekken"):
+        return _tekken.build(spec.vocab_file, spec.sha256, spec.pattern, spec.added)
     from tokenizers import AddedToken, normalizers
     from transformers.convert_slow_tokenizer import TikTokenConverter
 

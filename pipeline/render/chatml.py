@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Callable
 
 from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, ToolResult
 from ..errors import RenderError
@@ -36,6 +37,14 @@ _RESULT_OPEN, _RESULT_CLOSE = "<tool_response>\n", "\n</tool_response>"
 
 def parse_back(text: str) -> Conversation:
     """The conversation a ChatML token stream holds. Raises RenderError on text ChatML cannot produce."""
+    return parse_turns(text, _system, _assistant, "chatml")
+
+
+def parse_turns(text: str, read_system: Callable[[str], tuple[tuple[Text, ...], tuple[Tool, ...]]],
+                read_assistant: Callable[[str, CallIds, int], tuple[Message, list[ToolCall]]],
+                family: str) -> Conversation:
+    """The turns of a ChatML-shaped stream (ChatML, Qwen3), the family's own readers for the leading
+    system turn and for assistant bodies."""
     system: tuple[Text, ...] = ()
     tools: tuple[Tool, ...] = ()
     messages: list[Message] = []
@@ -56,9 +65,9 @@ def parse_back(text: str) -> Conversation:
                               code="parse_back")
         body = rest[:-11]
         if index == 0 and role == "system":
-            system, tools = _system(body)
+            system, tools = read_system(body)
         elif role == "assistant":
-            message, pending = _assistant(body, ids, index)
+            message, pending = read_assistant(body, ids, index)
             answered = 0
             messages.append(message)
         elif role == "user" and body.startswith(_RESULT_OPEN) and body.endswith(_RESULT_CLOSE):
@@ -71,10 +80,10 @@ def parse_back(text: str) -> Conversation:
         else:
             messages.append(Message(role=role, blocks=(Text(body),) if body else ()))
     return Conversation(messages=tuple(messages), system=system, tools=tools,
-                        meta=Meta(notes=("parsed back from chatml; results paired with calls by position",)))
+                        meta=Meta(notes=(f"parsed back from {family}; results paired with calls by position",)))
 
 
-def _system(body: str) -> tuple[tuple[Text, ...], tuple[Tool, ...]]:
+def _system(body: str, default_system: str | None = DEFAULT_SYSTEM) -> tuple[tuple[Text, ...], tuple[Tool, ...]]:
     tools: list[Tool] = []
     at = body.find(TOOLS_HEADER)
     if at != -1 and body.endswith(TOOLS_FOOTER):
@@ -82,7 +91,7 @@ def _system(body: str) -> tuple[tuple[Text, ...], tuple[Tool, ...]]:
         for i, line in enumerate(listing.split("\n")[1:] if listing else ()):
             tools.append(_tool(line, i))
         body = body[:at]
-    system = () if body == DEFAULT_SYSTEM else (Text(body),)
+    system = () if body == default_system else (Text(body),)
     return system, tuple(tools)
 
 
@@ -131,6 +140,11 @@ def _assistant(body: str, ids: CallIds, turn: int) -> tuple[Message, list[ToolCa
     return Message(role="assistant", blocks=blocks), calls
 
 
+CARRIES = (("text beside calls", "kept, written before the calls"), ("parallel calls", "all, in one turn"),
+           ("reasoning", "dropped (ledgered)"), ("call ids", "none: results answer calls by position"),
+           ("tool results", "text"), ("system", "kept; Qwen's default prompt when there is none"),
+           ("developer", "folded into the system message"), ("media", "dropped; text documents as text"))
+
 FAMILY = Family(name="chatml", policy=POLICY, template_file="chatml.jinja", eot_tokens=("<|im_end|>",),
                 required_tokens=("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
-                parse_back=parse_back, default_tokenizer="qwen2.5")
+                parse_back=parse_back, default_tokenizer="qwen2.5", carries=CARRIES)

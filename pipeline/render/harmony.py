@@ -54,8 +54,7 @@ from ..ids import CallIds
 from ..ledger import LedgerEntry
 from . import _harmony_typescript as ts
 from ._harmony_inputs import POLICY, build_inputs
-from ._inputs import block_path
-from ._roundtrip import dropped_paths
+from ._roundtrip import without_dropped
 from .templates import Family
 
 Style = Literal["harmony", "jinja"]
@@ -87,18 +86,8 @@ def _as_rendered(tool: Tool) -> Tool:
 
 def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversation:
     """`conv` without what the ledger dropped, its tools as their signatures carry them."""
-    dropped = dropped_paths(ledger)
-    messages = []
-    for mi, message in enumerate(conv.messages):
-        if f"$.messages[{mi}]" in dropped:
-            continue
-        blocks = tuple(b for bi, b in enumerate(message.blocks) if block_path(mi, bi) not in dropped)
-        messages.append(structs.replace(message, blocks=blocks))
-    return structs.replace(
-        conv, messages=tuple(messages),
-        system=tuple(b for i, b in enumerate(conv.system) if f"$.system[{i}]" not in dropped),
-        developer=tuple(b for i, b in enumerate(conv.developer) if f"$.developer[{i}]" not in dropped),
-        tools=tuple(_as_rendered(t) for i, t in enumerate(conv.tools) if f"$.tools[{i}]" not in dropped))
+    kept = without_dropped(conv, ledger)
+    return structs.replace(kept, tools=tuple(_as_rendered(t) for t in kept.tools))
 
 
 # --- parse-back ---------------------------------------------------------------------------------------
@@ -285,6 +274,17 @@ def _name(style: str, past_reasoning: str | None) -> str:
     return f"{base}(past_reasoning={past_reasoning})"
 
 
+def _carries(style: str, past_reasoning: str) -> tuple[tuple[str, str], ...]:
+    return (("text beside calls", "kept, in block order: commentary preambles"),
+            ("parallel calls", "all, one message each"),
+            ("reasoning", "analysis channel" + (", every turn" if past_reasoning == "keep" else
+                                                "; earlier turns dropped as the official template does")),
+            ("call ids", "none: a result answers the first unanswered call of its name"),
+            ("tool results", "text" if style == "harmony" else "JSON-encoded (tojson), as the official template"),
+            ("system", "folded into the developer message's # Instructions"), ("developer", "kept"),
+            ("media", "dropped; text documents as text"))
+
+
 def family(style: Style = "harmony", past_reasoning: PastReasoning | None = None) -> Family:
     """The Harmony family in a style ("harmony": openai-harmony's tokens; "jinja": the official Jinja
     template's text), keeping or dropping the reasoning of earlier turns (default: "keep" for harmony,
@@ -299,7 +299,8 @@ def family(style: Style = "harmony", past_reasoning: PastReasoning | None = None
     return Family(name=_name(style, past_reasoning), policy=replace(POLICY, style=style, past_reasoning=past_reasoning),
                   template_file="harmony.jinja", eot_tokens=(END, CALL, RETURN), required_tokens=required,
                   parse_back=partial(parse_back, style=style), build_inputs=build_inputs, default_tokenizer="gpt-oss",
-                  expected=expected, template_vars=(("harmony_style", style),))
+                  expected=expected, template_vars=(("harmony_style", style),),
+                  carries=_carries(style, past_reasoning))
 
 
 FAMILY = family()

@@ -356,7 +356,14 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
     return prepare(conv, "split", None, dropped_paths(ledger)).conv
 
 
+CARRIES = (("text beside calls", "split into consecutive turns, dropped or refused (render.calls)"),
+           ("parallel calls", "one call per turn: split (render.calls)"), ("reasoning", "dropped (ledgered)"),
+           ("call ids", "none: a result answers the call before it"),
+           ("tool results", "JSON: text as a JSON string, structured output as the object"),
+           ("system", "after the Environment and date header; tools in the first user turn"),
+           ("developer", "folded into the system message"), ("media", "dropped; text documents as text"))
+
 FAMILY = Family(name="llama3", policy=POLICY, template_file="llama3.jinja", eot_tokens=(EOT,),
                 required_tokens=(BOS, "<|start_header_id|>", "<|end_header_id|>", EOT),
                 parse_back=parse_back, build_inputs=llama3_inputs, default_tokenizer="llama3",
-                configure=configure, expected=expected)
+                configure=configure, expected=expected, carries=CARRIES)

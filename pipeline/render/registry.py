@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..conversation import Conversation
 from ..errors import ConfigError
-from . import chatml, harmony, llama3
+from . import chatml, harmony, llama3, mistral, qwen3
 from ._roundtrip import check_parse_back
 from .engine import check_fit
 from .engine import render as _render
@@ -21,9 +21,11 @@ from .tokenizers import Tokenizer, load_tokenizer
 
 FAMILIES: dict[str, Family] = {
     "chatml": chatml.FAMILY,
+    "qwen3": qwen3.FAMILY,
     "llama3": llama3.FAMILY,
     "harmony": harmony.FAMILY,
     "harmony-jinja": harmony.JINJA_FAMILY,
+    "mistral": mistral.FAMILY,
 }
 
 _templates: dict[str, Template] = {}

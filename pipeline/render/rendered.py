@@ -53,6 +53,10 @@ class RenderOptions(msgspec.Struct, frozen=True):
     # turn into consecutive turns, "drop-text" beside calls as the official template does, or "refuse".
     # Each is ledgered; families that carry any turn ignore it.
     calls: Literal["split", "drop-text", "refuse"] = "split"
+    # The reasoning of turns before the current query, for families whose template strips it (qwen3):
+    # "as_template" strips it as the template does, "keep" renders it, "drop" drops all reasoning;
+    # "expand" renders one row per turn as the model saw it (`render.expand`), each row as_template.
+    past_reasoning: Literal["as_template", "expand", "keep", "drop"] = "as_template"
 
 
 class Span(msgspec.Struct, frozen=True, array_like=True):

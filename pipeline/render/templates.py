@@ -45,6 +45,8 @@ class Family:
     expected: Callable[[Conversation, tuple[LedgerEntry, ...]], Conversation] | None = None
     # Template variables the family sets (harmony: its style), before RenderOptions.template_kwargs.
     template_vars: tuple[tuple[str, Any], ...] = ()
+    # What the format carries and how, by capability (CAPABILITIES), for `sftprep templates`.
+    carries: tuple[tuple[str, str], ...] = ()
 
     def inputs(self, conv: Conversation, marks: Marks, ledger: Ledger,
                options: RenderOptions | None = None) -> TemplateInputs:
@@ -53,6 +55,9 @@ class Family:
             policy = self.configure(policy, options)
         return (self.build_inputs or build_inputs)(conv, marks, ledger, policy)
 
+
+CAPABILITIES = ("text beside calls", "parallel calls", "reasoning", "call ids", "tool results", "system",
+                "developer", "media")
 
 CUSTOM = Family(name="custom", policy=InputPolicy(target="custom template", reasoning="field", developer="system"))
 

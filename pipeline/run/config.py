@@ -81,6 +81,9 @@ class RenderConfig(_Section):
     # (llama3): "split" into consecutive turns, "drop-text" as the official template does, or "refuse".
     calls: Literal["split", "drop-text", "refuse"] = "split"
     date: str = "2026-01-01"  # pinned "today" for templates that print a date
+    # Reasoning of turns before the current query, for templates that strip it (qwen3): "as_template",
+    # "keep", "drop", or "expand" (one row per turn as the model saw it; see pipeline/render/expand.py).
+    past_reasoning: Literal["as_template", "expand", "keep", "drop"] = "as_template"
     # Tokenized segments (text between special tokens) kept for reuse, per worker, counted in tokens
     # (about 50 bytes each); 0 turns the cache off. Ids are the same either way.
     segment_cache_tokens: NonNegative = 1_000_000

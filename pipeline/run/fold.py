@@ -173,7 +173,7 @@ class Folder:
 
     def _emit(self, leaf: _Leaf) -> Iterator[Item]:
         keeper = leaf.item
-        for row in keeper.windows or [keeper.rendered]:
+        for row in [*(keeper.windows or [keeper.rendered]), *keeper.extra_rows]:
             row["session"], row["folded"] = keeper.session, len(leaf.absorbed)
         counts = self.stats.stages["fold"]
         counts.passed += 1
@@ -187,5 +187,6 @@ class Folder:
 def _spent(item: Item) -> Item:
     """A folded item keeps only what its filtered outcome needs: its rows are not written."""
     item.rendered = item.windows = None
+    item.extra_rows = []
     item.chain = ()
     return item

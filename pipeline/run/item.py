@@ -36,6 +36,7 @@ class Item:
     conversation: Conversation | None = None
     issues: list[Issue] = field(default_factory=list)
     rendered: Any = None  # the render result (ids, mask, spans, ledger)
+    extra_rows: list = field(default_factory=list)  # more rows of the same record (past_reasoning="expand")
     export: Any = None  # the [convert] body
     ledger: list = field(default_factory=list)
     trimmed: bool = False

@@ -178,7 +178,7 @@ def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFil
             filtered.write(entry)
         return
     stats.stages["write"].seen += 1
-    for row in item.windows or [item.rendered]:
+    for row in [*(item.windows or [item.rendered]), *item.extra_rows]:
         writer.write(row)
         stats.tally("output", "rows")
     stats.stages["write"].passed += 1

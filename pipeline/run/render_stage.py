@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from msgspec import structs
 from msgspec.structs import replace
 
 from ..conversation import Conversation, ToolCall, iter_blocks
@@ -29,7 +30,8 @@ def render_settings(config: RenderConfig):
     except ValueError:
         raise ConfigError(f"render.date must be an ISO date like 2026-01-01, got '{config.date}'",
                           code="bad_config") from None
-    return MaskPolicy.parse(config.mask), RenderOptions(now=now, calls=config.calls)
+    return MaskPolicy.parse(config.mask), RenderOptions(now=now, calls=config.calls,
+                                                        past_reasoning=config.past_reasoning)
 
 
 class Renderer:
@@ -75,8 +77,37 @@ class Renderer:
             return drop(item, "render", "too_short", f"{len(rendered.input_ids)} tokens < min_tokens")
         if not any(rendered.loss_mask):
             return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
+        if self.options.past_reasoning == "expand":
+            return self._expanded(item, conv, shape)
         item.ledger.extend(rendered.ledger)
         item.rendered = self.row(item, conv, rendered, buffers)
+        return item
+
+    def _expanded(self, item, conv: Conversation, shape: ShapeConfig):
+        """past_reasoning="expand": the item's rows (the first in `rendered`, the rest in `extra_rows`),
+        each saying which case applied. A row over max_tokens filters the whole item (no row is cut)."""
+        from ..render.expand import expand
+
+        rows = [r for r in expand(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
+                if any(r.rendered.loss_mask)]
+        if not rows:
+            return drop(item, "render", "nothing_trained", "no token is trained under the mask policy")
+        longest = max(len(r.rendered.input_ids) for r in rows)
+        if shape.max_tokens and longest > shape.max_tokens:
+            return drop(item, "render", "too_long", f"an expanded row has {longest} tokens > max_tokens")
+        base_ledger = list(item.ledger)
+        out = []
+        for k, r in enumerate(rows):
+            item.ledger = base_ledger + list(r.rendered.ledger)
+            row = self.row(item, structs.replace(conv, messages=conv.messages[:r.messages]), r.rendered,
+                           list(r.buffers))
+            row["reasoning_row"] = _json({"case": r.case, "row": k, "rows": len(rows), "messages": r.messages,
+                                          "trained": list(r.trained)})
+            if r.case == "prefix":
+                row["id"] = f"{item.digest}/{r.messages}"
+            out.append(row)
+            item.tallies.append(("past_reasoning", r.case))
+        item.rendered, item.extra_rows = out[0], out[1:]
         return item
 
     def _trim(self, conv: Conversation, limit: int):
@@ -136,6 +167,7 @@ class Renderer:
             "ledger": _json([_ledger_row(e) for e in ledger]),
             "export": _json(export) if export is not None else (_json(item.export) if item.export is not None
                                                                  else None),
+            "reasoning_row": None,  # JSON under past_reasoning="expand": which case made this row
             **shape_columns(item, rendered, conv, window),
         }
 

@@ -171,7 +171,7 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
                 break
             counts.passed += 1
         else:
-            item.tallies = _tallies(item)
+            item.tallies += _tallies(item)
         if ctx.scrubber is not None and item.outcome is not None and item.outcome.kind == "rejected":
             ctx.scrubber.clean_rejection(item)
     return items, stats

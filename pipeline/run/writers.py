@@ -37,6 +37,7 @@ SCHEMA = pa.schema([
     ("issues", pa.string()),  # JSON: warnings the record kept
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
     ("export", pa.string()),  # JSON: the [convert] target body, or null
+    ("reasoning_row", pa.string()),  # JSON under past_reasoning="expand": case, row, rows, messages, trained
     # sessions and windows (fold.py, window.py)
     ("session", pa.string()),  # the session's id: rows sharing it are branches of one session
     ("folded", pa.int32()),  # records folded into this row (prefixes of it, filtered as prefix_of)

@@ -22,12 +22,15 @@ from pipeline.render.segments import SegmentEncoder
 # sha256 of the official vocabulary files, from ../shared/reference/REFERENCE.md
 OFFICIAL_SHA256 = {
     "qwen2.5": "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
+    "qwen3": "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186",
     "llama3": "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
     "gpt-oss": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
 }
 SPECIAL_IDS = {
     "qwen2.5": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<tool_call>": 151657,
                 "</tool_call>": 151658, "<|file_sep|>": 151664},
+    "qwen3": {"<|im_start|>": 151644, "<tool_call>": 151657, "<|file_sep|>": 151664, "<tool_response>": 151665,
+              "</tool_response>": 151666, "<think>": 151667, "</think>": 151668},
     "llama3": {"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|finetune_right_pad_id|>": 128004,
                "<|start_header_id|>": 128006, "<|end_header_id|>": 128007, "<|eom_id|>": 128008,
                "<|eot_id|>": 128009, "<|python_tag|>": 128010, "<|reserved_special_token_0|>": 128002,
@@ -36,7 +39,9 @@ SPECIAL_IDS = {
                 "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008,
                 "<|call|>": 200012, "<|endofprompt|>": 200018, "<|reserved_200013|>": 200013},
 }
-VOCAB_SIZE = {"qwen2.5": 151665, "llama3": 128256, "gpt-oss": 201088}
+# The built-ins from quicktok's rank tables (mistral's Tekken is checked against mistral-common in test_mistral).
+TIKTOKEN_BUILTINS = [name for name, spec in bt.BUILTIN_TOKENIZERS.items() if spec.vocab_file.endswith(".vocab")]
+VOCAB_SIZE = {"qwen2.5": 151665, "qwen3": 151669, "llama3": 128256, "gpt-oss": 201088}
 
 MIXED = [
     "Hello, world! How's it going? I'm fine; they'll see.",
@@ -81,7 +86,7 @@ def reference():
     patch.undo()
 
 
-@pytest.mark.parametrize("name", list(bt.BUILTIN_TOKENIZERS))
+@pytest.mark.parametrize("name", TIKTOKEN_BUILTINS)
 def test_ids_equal_tiktoken_on_mixed_strings(name, reference):
     tok = load_tokenizer(name)
     enc = reference(name)
@@ -94,7 +99,7 @@ def test_ids_equal_tiktoken_on_mixed_strings(name, reference):
         assert tok.decode(tok.encode(text)) == expected_input
 
 
-@pytest.mark.parametrize("name", list(bt.BUILTIN_TOKENIZERS))
+@pytest.mark.parametrize("name", TIKTOKEN_BUILTINS)
 def test_vocabulary_is_the_official_one_and_special_ids_are_right(name):
     path = bt.tiktoken_file(name)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == OFFICIAL_SHA256[name]
@@ -138,7 +143,7 @@ def test_cache_hit_rebuild_and_corruption(tmp_path, monkeypatch):
 
 def test_unknown_tokenizer_lists_valid_names(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConfigError, match="valid: qwen2.5, llama3, gpt-oss"):
+    with pytest.raises(ConfigError, match="valid: qwen2.5, qwen3, mistral, llama3, gpt-oss"):
         load_tokenizer("qwen-2.5-typo")
     with pytest.raises(ConfigError, match="HF_HUB_OFFLINE"):
         load_tokenizer("Qwen/Qwen2.5-7B-Instruct")
