@@ -148,6 +148,8 @@ class Meta(Struct, frozen=True, omit_defaults=True):
     stop_reason: str | None = None
     usage: Any | UnsetType = UNSET
     notes: tuple[str, ...] = ()  # what a parser decided (ids synthesized, calls matched by order)
+    # What the log source could not carry (validation codes `source_*`: reasoning state, full tool output...).
+    lacks: tuple[str, ...] = ()
 
 
 class Conversation(Struct, frozen=True, omit_defaults=True):

@@ -26,6 +26,9 @@ VALIDATION_CODES = [
     "empty_assistant_turn", "reasoning_without_state", "reasoning_placeholder_state", "anthropic_blank_text",
     "anthropic_results_first", "anthropic_thinking_first", "gemini_response_turn", "gemini_call_signature",
     "openai_chat_tool_order", "flattened_tool_call",
+    # What a log source cannot carry (conversation.meta.lacks).
+    "source_reasoning_unsigned", "source_reasoning_not_logged", "source_reasoning_summary_only",
+    "source_tool_output_truncated", "source_no_tool_list",
 ]
 
 

@@ -26,8 +26,8 @@ def test_library_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(_library_example(), "README.md", "exec"), namespace)
 
     result = namespace["result"]
-    assert result.stats.read == 23 and result.stats.written == 18
+    assert result.stats.read == 66 and result.stats.written == 42
     assert (tmp_path / "out" / "qa_report.html").is_file() and result.report is not None
     assert namespace["rendered"].input_ids and namespace["body"]["contents"]
     unreadable = capsys.readouterr().out.splitlines()
-    assert len(unreadable) == 5 and all(line.startswith("data/") for line in unreadable)
+    assert len(unreadable) == 24 and all(line.startswith("data/") for line in unreadable)

@@ -1,5 +1,5 @@
 """From files to records: readers (JSON, JSONL, arrays, gzip, streaming), record shapes and their
-detection, exchanges, streams (SSE reassembly), agent sessions, ShareGPT."""
+detection, exchanges, streams (SSE reassembly), agent sessions, tracing exports, batch results, ShareGPT."""
 
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, read_records
 from .shapes import (INPUT_FORMATS, INPUT_SUFFIXES, RECORD_SHAPES, STREAM_SUFFIXES, Parsed, expand, expand_paths, is_session_log,

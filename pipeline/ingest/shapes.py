@@ -16,12 +16,13 @@ from msgspec.structs import replace
 from .. import formats
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
-from . import canonical, sharegpt
+from . import batch, canonical, sharegpt, traces
 from .exchange import is_exchange, is_recording, parse_exchange
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
+from . import sessions
 from .sessions import claude_code
 
-INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz", ".eval", ".binpb")
 # Logged streams (server-sent events or one chunk per line): each exchange in one is a record.
 STREAM_SUFFIXES = (".sse", ".txt", ".sse.gz", ".txt.gz")
 
@@ -59,7 +60,8 @@ def expand_paths(inputs: Iterable[str]) -> list[Path]:
     return out
 
 
-RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt")
+RECORD_SHAPES = ("request", "messages", "response", "exchange", "session", "sharegpt", *traces.SHAPES,
+                 *batch.SHAPES, *sessions.SHAPES)
 # What --from accepts: the wire formats and the canonical form itself.
 INPUT_FORMATS = (*formats.FORMATS, canonical.NAME)
 
@@ -137,6 +139,12 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
         if isinstance(value, claude_code.SessionResult):
             conv = claude_code.to_conversation(value, strict=strict)
             value = value.body
+        elif traces.is_trace_record(value) or shape in traces.SHAPES:
+            conv = traces.parse(value, shape, fmt=fmt, strict=strict)
+        elif isinstance(value, batch.BatchResult):
+            conv = batch.parse(value, fmt=fmt, strict=strict)
+        elif (session := sessions.record_source(value)) is not None:
+            conv = session.to_conversation(value, strict=strict)
         elif fmt == canonical.NAME or (fmt is None and shape is None and canonical.is_canonical(value)):
             conv = canonical.parse(value)
         elif shape is None and _is_error_body(value):
@@ -176,6 +184,20 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if str(path).endswith(STREAM_SUFFIXES):
             yield from _stream_records(path, max_record_bytes)
             continue
+        if traces.otlp_proto.detect(path):
+            for raw in traces.otlp_proto.read_messages(path, max_record_bytes):
+                yield from expand(raw)
+            continue
+        session = sessions.source_for(path, shape)
+        if session is not None:
+            yield from session.read(path, max_record_bytes)
+            continue
+        kind = shape if shape in batch.SHAPES else (batch.results_kind(path) if shape is None else None)
+        if kind is not None:
+            yield from batch.read_results(path, kind, max_record_bytes)
+            continue
+        if shape is None and batch.is_index_of_results(path):
+            continue  # the requests of a batch whose results file beside it is read (joined there)
         for raw in read_records(path, max_record_bytes=max_record_bytes, defer=defer, whole_if=_whole_if(shape)):
             if raw.deferred:
                 yield raw
@@ -192,11 +214,19 @@ def _whole_if(shape: str | None) -> Callable[[Any], bool] | None:
 
 
 def expand(raw: RawRecord) -> Iterator[RawRecord]:
-    """A record decoded, and an HTTP recording split into one record per exchange."""
+    """A record decoded, an HTTP recording split into one record per exchange, a trace export into one
+    record per span."""
     raw = raw.decoded()
     if raw.error is None and is_recording(raw.value):
         for i, interaction in enumerate(raw.value["interactions"]):
             yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
+    elif raw.error is None and traces.is_trace_export(raw.value):
+        for path, span, record in traces.split(raw.value):
+            source = raw.source if path == "$" else f"{raw.source}#{path[2:]}"
+            if isinstance(record, SftprepError):
+                yield RawRecord(source, None, record.at(source), traces.span_bytes(span))
+            else:
+                yield RawRecord(source, record)
     else:
         yield raw
 

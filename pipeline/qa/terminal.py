@@ -75,6 +75,8 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
     for f in report.formats:
         formats.add_row(Text(f.name), _n(f.written), _n(f.with_tool_calls), _n(f.tokens))
     console.print(formats)
+    if report.shapes:  # the shape names the log source too (a trace dialect, a session, a batch)
+        console.print(Text("Written by shape / source  ", style="bold") + _counts(report.shapes, 12))
 
     u = report.tools
     tools = Text.assemble(

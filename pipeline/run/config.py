@@ -95,6 +95,17 @@ class OutputConfig(_Section):
     shard_size: int = 10_000
     keep_original: bool = False
     qa_report: bool = True
+    # Share of rows (by content hash: stable across reruns and worker counts) written as the validation
+    # split, to validation-*.parquet and each export's validation file; 0: no split.
+    validation: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+
+
+ExportFormat = Literal["openai", "trl", "sharegpt"]
+
+
+class ExportConfig(_Section):
+    # Also write each row as a record of these formats, beside the data (see README "Training with the output").
+    formats: list[ExportFormat] = field(default_factory=list)
 
 
 class RunConfig(_Section):
@@ -113,6 +124,7 @@ class JobConfig(_Section):
     convert: ConvertConfig = field(default_factory=ConvertConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 

@@ -19,9 +19,10 @@ from .item import Item, drop
 from .local import Workers
 from .progress import Progress
 from .stages import Context
+from .split import Outputs
 from .stats import Stats
 from .worker import init_worker, work
-from .writers import JsonlFile, ShardWriter, clear_earlier_run, ensure_dir, write_json
+from .writers import JsonlFile, clear_earlier_run, ensure_dir, write_json
 
 
 @dataclass
@@ -45,7 +46,7 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
 
     stats = Stats()
-    writer = ShardWriter(out, config.output.format, config.output.shard_size)
+    writer = Outputs(out, config)  # data shards per split, and the [export] files
     rejects = JsonlFile(out / "rejects.jsonl")
     filtered = JsonlFile(out / "filtered.jsonl")
     # digest -> the source first written with it; None: shape.dedup is off
@@ -88,6 +89,8 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     if near is not None:
         near.file.close()
     stats.tally("output", "shards", len(shards))
+    for key, count in writer.counts.items():
+        stats.tally("export", key, count)
     write_json(out / "stats.json", stats.to_dict())
     write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
@@ -161,7 +164,7 @@ def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None, near: _NearDed
     dedup.passed += 1
 
 
-def _finish(item: Item, stats: Stats, writer: ShardWriter, sinks: tuple[JsonlFile, JsonlFile]) -> None:
+def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile]) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:
         o = item.outcome

@@ -12,10 +12,9 @@ from msgspec.structs import replace
 
 from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import ConfigError, SftprepError
-from ..ledger import Ledger
 from .config import RenderConfig, ShapeConfig
-from .export import TARGET as EXPORT_TARGET
-from .export import to_messages
+from .exports import build as build_exports
+from .exports import rendered_chat
 from .item import conversation_json, drop
 from .shape_columns import shape_columns
 from .window import closed_points
@@ -37,7 +36,7 @@ def render_settings(config: RenderConfig):
 class Renderer:
     """Loaded once per worker: the template and tokenizer are the expensive part."""
 
-    def __init__(self, config: RenderConfig):
+    def __init__(self, config: RenderConfig, export_formats: list[str] = ()):
         from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
 
         self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer))
@@ -45,6 +44,7 @@ class Renderer:
         self.template = load_template(config.template, self.tokenizer)
         check_fit(self.template, self.tokenizer)  # before any record: a misfit would reject them all
         self.mask, self.options = render_settings(config)
+        self.export_formats = list(export_formats)
 
     def render(self, conv: Conversation):
         return self.render_buffers(conv)[0]
@@ -141,11 +141,10 @@ class Renderer:
         else:
             ids = np.array(rendered.input_ids, dtype=np.int32)
             mask = np.array(rendered.loss_mask, dtype=np.int8)
-        export_ledger = Ledger(EXPORT_TARGET)
-        messages, tools = to_messages(conv, export_ledger)
-        item.ledger.extend(export_ledger.entries)
+        chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None)
+        exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
         ledger = item.ledger
-        return {
+        row = {
             "id": row_id or item.digest,
             "source": item.source,
             "source_format": conv.meta.provider,
@@ -160,8 +159,8 @@ class Renderer:
             "num_messages": len(conv.messages),
             "num_tool_calls": sum(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)),
             "trimmed": item.trimmed,
-            "messages": _json(messages),
-            "tools": _json(tools),
+            "messages": _json(chat.messages),
+            "tools": _json(chat.tools),
             "conversation": conversation_json(conv),
             "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([_ledger_row(e) for e in ledger]),
@@ -170,6 +169,9 @@ class Renderer:
             "reasoning_row": None,  # JSON under past_reasoning="expand": which case made this row
             **shape_columns(item, rendered, conv, window),
         }
+        if exports is not None:
+            row["exports"] = exports  # the parent writes them to the export files, not the row
+        return row
 
 
 def cut_points(conv: Conversation) -> list[int]:

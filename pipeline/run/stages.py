@@ -9,8 +9,9 @@ from typing import Any, Callable
 
 from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import SftprepError
+from ..ledger import LedgerEntry
 from ..ingest import RawRecord, expand, parse_record
-from ..validate import Issue, ValidateConfig, validate
+from ..validate import RULES, Issue, ValidateConfig, validate
 from . import fold
 from .config import JobConfig
 from .item import Item, content_digest, drop, reject
@@ -37,7 +38,7 @@ class Context:
         if self._renderer is None:
             from .render_stage import Renderer
 
-            self._renderer = Renderer(self.config.render)
+            self._renderer = Renderer(self.config.render, self.config.export.formats)
         return self._renderer
 
 
@@ -57,7 +58,14 @@ def parse_stage(item: Item, ctx: Context) -> Item:
                                          keep_original=ctx.config.output.keep_original)
     except SftprepError as exc:
         return reject(item, "parse", exc.code, exc.message, exc.path)
+    item.ledger.extend(source_ledger(item.conversation))
     return item
+
+
+def source_ledger(conv: Conversation) -> list[LedgerEntry]:
+    """What the log source could not carry, as ledger entries against the source (a trace, a session)."""
+    return [LedgerEntry("dropped", "$.meta.lacks", RULES[code].description, target=conv.meta.shape)
+            for code in conv.meta.lacks if code in RULES]
 
 
 def validate_stage(item: Item, ctx: Context) -> Item:

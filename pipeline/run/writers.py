@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError
+from .features import json_array, with_features
 
-SCHEMA = pa.schema([
+SCHEMA = with_features(pa.schema([
     ("id", pa.string()),
     ("source", pa.string()),
     ("source_format", pa.string()),
@@ -24,6 +25,7 @@ SCHEMA = pa.schema([
     ("template", pa.string()),
     ("tokenizer", pa.string()),
     ("input_ids", pa.list_(pa.int32())),
+    ("attention_mask", pa.list_(pa.int8())),  # all ones: what pre-tokenized trainers read beside the ids
     ("labels", pa.list_(pa.int32())),
     ("loss_mask", pa.list_(pa.int8())),
     ("num_tokens", pa.int32()),
@@ -31,8 +33,10 @@ SCHEMA = pa.schema([
     ("num_messages", pa.int32()),
     ("num_tool_calls", pa.int32()),
     ("trimmed", pa.bool_()),
-    ("messages", pa.string()),  # JSON: chat messages with tool_calls, arguments as objects (TRL style)
-    ("tools", pa.string()),  # JSON: [{"type": "function", "function": {...}}]
+    # JSON values (Arrow's JSON type, declared Json to `datasets`): the conversation exactly as the template
+    # was handed it, chat messages with tool_calls (arguments as objects), and its tool list
+    ("messages", pa.json_()),
+    ("tools", pa.json_()),
     ("conversation", pa.string()),  # JSON: the canonical conversation
     ("issues", pa.string()),  # JSON: warnings the record kept
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
@@ -44,14 +48,16 @@ SCHEMA = pa.schema([
     ("window", pa.int32()),  # this row's index among the windows of its conversation (0 when not windowed)
     ("windows", pa.int32()),  # windows of its conversation (1 when not windowed)
     ("role_tokens", pa.string()),  # JSON: tokens by ROLE_KEYS
-])
+]))
 # role_tokens: instructions, tool definitions, user and assistant turns, tool results, template scaffolding
 ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
+# Derived from a row's ids and mask when the row does not carry them.
+_DERIVED = ("labels", "attention_mask")
 
 
 # What a run writes into its output directory. A new run removes these first (never other files), so
 # `data-*.parquet` never picks up a stale shard of an earlier, longer run beside the new ones.
-_SHARD_NAME = re.compile(r"data-\d{5}\.(?:parquet|jsonl)")
+_SHARD_NAME = re.compile(r"(?:data|validation)-\d{5}\.(?:parquet|jsonl)")
 RUN_FILES = ("rejects.jsonl", "filtered.jsonl", "near_duplicates.jsonl", "stats.json", "config.json", "qa_report.html")
 
 
@@ -96,8 +102,8 @@ class ShardWriter:
     shipping them from the workers. Row groups close after ROW_GROUP_ROWS rows or ROW_GROUP_TOKENS
     tokens: a function of the rows alone, so the bytes written do not depend on how rows were batched."""
 
-    def __init__(self, directory: Path, fmt: str, shard_size: int):
-        self.directory, self.fmt, self.shard_size = directory, fmt, max(1, shard_size)
+    def __init__(self, directory: Path, fmt: str, shard_size: int, prefix: str = "data"):
+        self.directory, self.fmt, self.shard_size, self.prefix = directory, fmt, max(1, shard_size), prefix
         self.rows: list[dict[str, Any]] = []  # the current row group (Parquet)
         self.tokens = 0  # in self.rows
         self.in_shard = 0  # rows written to the open shard
@@ -113,8 +119,8 @@ class ShardWriter:
             if len(self.rows) >= ROW_GROUP_ROWS or self.tokens >= ROW_GROUP_TOKENS:
                 self._write_group()
         else:
-            if "labels" not in row:
-                row = {name: row[name] if name != "labels" else row_labels(row) for name in SCHEMA.names}
+            if any(name not in row for name in _DERIVED):
+                row = {name: row[name] if name not in _DERIVED else _derived(name, row) for name in SCHEMA.names}
             self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self.in_shard += 1
         if self.in_shard >= self.shard_size:
@@ -135,7 +141,7 @@ class ShardWriter:
             atomic_path(self._path()).unlink(missing_ok=True)
 
     def _path(self) -> Path:
-        return self.directory / f"data-{len(self.shards):05d}.{self.fmt}"
+        return self.directory / f"{self.prefix}-{len(self.shards):05d}.{self.fmt}"
 
     def _open(self) -> None:
         tmp = atomic_path(self._path())
@@ -172,9 +178,13 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
         lists["labels"] = offsets, _labels(ids, lists["loss_mask"][1])
     else:
         lists["labels"] = _list_values([row["labels"] for row in rows], pa.int32())
+    offsets, mask = lists["loss_mask"]
+    lists["attention_mask"] = offsets, np.ones(len(mask), dtype=np.int8)
     columns = []
     for field in SCHEMA:
-        if field.name in lists:
+        if isinstance(field.type, pa.JsonType):
+            columns.append(json_array([row[field.name] for row in rows]))
+        elif field.name in lists:
             offsets, values = lists[field.name]
             columns.append(pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
                                                     pa.array(values, type=field.type.value_type)))
@@ -190,6 +200,12 @@ def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.n
     np.cumsum([len(v) for v in values], out=offsets[1:])
     flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)
     return offsets, flat
+
+
+def _derived(name: str, row: dict[str, Any]) -> np.ndarray:
+    if name == "attention_mask":
+        return np.ones(len(row["input_ids"]), dtype=np.int8)
+    return row_labels(row)
 
 
 def row_labels(row: dict[str, Any]) -> np.ndarray:

@@ -89,6 +89,12 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("openai_chat_tool_order", "error", "tool messages must follow the assistant message that called them",
          "openai-chat"),
     Rule("flattened_tool_call", "error", "a tool call written as text instead of a call block"),
+    # What a log source (trace, session, batch file) could not carry: `conv.meta.lacks` names them.
+    Rule("source_reasoning_unsigned", "warning", "the source logs reasoning as text only, without its replay state"),
+    Rule("source_reasoning_not_logged", "warning", "the source has no place for reasoning: any thinking is absent"),
+    Rule("source_reasoning_summary_only", "warning", "the source logs only summaries of the model's thoughts"),
+    Rule("source_tool_output_truncated", "warning", "the source may cut tool output short"),
+    Rule("source_no_tool_list", "warning", "the source never logs the tool definitions the model saw"),
 )}
 
 
@@ -169,6 +175,16 @@ def _all_rules(ctx: Context, config: ValidateConfig) -> Iterator[Found]:
     yield from provider_rules(ctx)
     if on("flattened_tool_call"):
         yield from _flattened(ctx)
+    yield from _source_lacks(ctx)
+
+
+def _source_lacks(ctx: Context) -> Iterator[Found]:
+    source = ctx.conv.meta.shape or "the source"
+    for code in ctx.conv.meta.lacks:
+        if code in RULES and code.startswith("source_"):
+            yield (code, (-1, -1), "$.meta.lacks",
+                   f"{source}: {RULES[code].description}; a row from it cannot teach what is missing (log it "
+                   "elsewhere, or accept the gap)", {})
 
 
 def _pairing(ctx: Context) -> Iterator[Found]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import zipfile
 import sys
 from pathlib import Path
 
@@ -31,17 +32,56 @@ def default_run(tmp_path_factory):
     return run_job(_job(tmp), progress=False)
 
 
+def _trace_records(export: dict) -> int:
+    """Spans of an OTLP export, observations of a Langfuse trace, runs of a LangSmith run tree."""
+    if "resourceSpans" in export:
+        return sum(len(ss["spans"]) for rs in export["resourceSpans"] for ss in rs["scopeSpans"])
+    if "observations" in export:
+        return len(export["observations"])
+    if "resourceLogs" in export:  # one record per span's GenAI events, one for all the other log records
+        logs = [log for rl in export["resourceLogs"] for sl in rl["scopeLogs"] for log in sl["logRecords"]]
+        named = [log for log in logs if log.get("eventName", "").startswith("gen_ai.")
+                 or any(a["key"] == "event.name" for a in log.get("attributes", []))]
+        return len({(log["traceId"], log["spanId"]) for log in named}) + (len(named) < len(logs))
+    return 1 + sum(_trace_records(child) for child in export.get("child_runs") or [])
+
+
 def _records_in_data() -> int:
     """Records in data/, counted without the project's readers: lines of .jsonl files, elements of
-    .json arrays, one per session log, one per exchange in a stream log."""
+    .json arrays, one per session log, one per exchange in a stream log, one per span of a trace export,
+    one per batch result (the batch requests files are their index)."""
     total = 0
     for path in sorted(DATA.rglob("*")):
-        if path.suffix == ".jsonl":
+        if path.suffix == ".binpb":  # length-prefixed OTLP protobuf messages
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+            data, offset = path.read_bytes(), 0
+            while offset < len(data):
+                size = int.from_bytes(data[offset:offset + 4], "big")
+                message = ExportTraceServiceRequest.FromString(data[offset + 4:offset + 4 + size])
+                total += sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+                offset += 4 + size
+        elif path.parent.name == "batch":
+            if path.suffix == ".jsonl":
+                lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                total += sum(1 for line in lines if "result" in line or "response" in line)
+        elif path.parent.name == "traces":
+            text = path.read_text()
+            exports = ([json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl"
+                       else [json.loads(text)])
+            total += sum(_trace_records(export) for export in exports)
+        elif path.suffix == ".jsonl":
             lines = [line for line in path.read_text().splitlines() if line.strip()]
-            total += 1 if path.parent.name == "sessions" else len(lines)
+            if path.parent.name != "sessions":
+                total += len(lines)
+            else:  # one conversation per session file, or per window between Codex compactions
+                total += 1 + sum(json.loads(line).get("type") == "compacted" for line in lines)
         elif path.suffix == ".json":
             value = json.loads(path.read_text())
             total += len(value) if isinstance(value, list) else 1
+        elif path.suffix == ".eval":  # an inspect_ai log: one record per sample entry of the zip
+            with zipfile.ZipFile(path) as archive:
+                total += sum(n.startswith("samples/") for n in archive.namelist())
         elif path.suffix == ".sse":
             total += path.read_text().count("event: message_start")  # one response per exchange
     return total

@@ -102,7 +102,7 @@ def test_quiet_prints_only_the_summary_line(tmp_path, capsys):
     assert main(["run", str(DEFAULT), "--input", str(DATA), "--output", str(tmp_path / "out"), "--workers", "1",
                  "--quiet"]) == 0
     out = capsys.readouterr()
-    assert out.out == "" and len(out.err.splitlines()) == 1 and out.err.startswith("sftprep run: read 23,")
+    assert out.out == "" and len(out.err.splitlines()) == 1 and out.err.startswith("sftprep run: read 66,")
 
 
 def test_the_template_brings_its_tokenizer(tmp_path):
