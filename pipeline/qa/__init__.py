@@ -18,7 +18,7 @@ from typing import Iterable
 
 from ..errors import ConfigError
 from ..run.writers import atomic_path
-from . import figures, reading, safety
+from . import figures, reading, safety, sessions
 from .parts import chunk_parts, combine
 from .report import Report
 
@@ -110,7 +110,8 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
         reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {},
         filtered=figures.filter_reasons(filtered), safety=safety.safety(merged.redactions, stats, config, rejects, issues),
-        near_duplicates=safety.near_duplicates(files.near_duplicates, config))
+        near_duplicates=safety.near_duplicates(files.near_duplicates, config),
+        sessions=sessions.sessions(merged.shape_rows, merged.flagged, stats, config))
 
 
 def _status(totals, has_data: bool) -> str:
@@ -126,8 +127,8 @@ def _notes(totals, files: RunFiles) -> list[str]:
     notes = []
     if files.stats is None:
         notes.append("no stats.json: read, filtered and per-stage counts are unknown; figures come from the files")
-    if totals.written is not None and totals.written != totals.rows:
-        notes.append(f"stats.json says {totals.written} written but the data files hold {totals.rows} rows")
+    if totals.row_count is not None and totals.row_count != totals.rows:
+        notes.append(f"stats.json says {totals.row_count} rows written but the data files hold {totals.rows}")
     if totals.rejected is not None and files.rejects is not None and totals.rejected != totals.reject_lines:
         notes.append(f"stats.json says {totals.rejected} rejected but rejects.jsonl holds {totals.reject_lines} lines")
     if totals.balanced is False:

@@ -20,6 +20,7 @@ PREVIEW = 240  # characters of transcript text in an excerpt
 
 ROW_COLUMNS = ["id", "source", "source_format", "shape", "template", "tokenizer", "num_tokens",
                "num_trained_tokens", "num_messages", "num_tool_calls", "trimmed", "conversation", "issues", "ledger",
+               "session", "folded", "window", "windows", "role_tokens",
                "reasoning_row"]
 
 _FILE = r"^(.*):\d+(?:#.*)?$"  # sources are FILE:LINE or FILE:LINE#N
@@ -31,8 +32,11 @@ def read_chunks(path: Path, rows: int | None = None) -> Iterator[pl.DataFrame]:
     """A data file's rows, `rows` (CHUNK_ROWS) at a time; at least one frame, maybe empty."""
     rows = rows or CHUNK_ROWS
     if path.suffix == ".parquet":
-        batches = pq.ParquetFile(path).iter_batches(batch_size=rows, columns=ROW_COLUMNS)
-        frames = (pl.from_arrow(pa.Table.from_batches([batch])) for batch in batches)
+        shard = pq.ParquetFile(path)
+        # Shards of runs before a column existed: read what is there, the rest as nulls.
+        present = [c for c in ROW_COLUMNS if c in shard.schema_arrow.names]
+        batches = shard.iter_batches(batch_size=rows, columns=present)
+        frames = (_with_columns(pl.from_arrow(pa.Table.from_batches([batch]))) for batch in batches)
     else:
         frames = (pl.read_ndjson(io.BytesIO(b"".join(lines)), schema=_row_schema()).select(ROW_COLUMNS)
                   for lines in _line_chunks(path, rows))
@@ -61,6 +65,12 @@ def shard_problem(path: Path) -> str | None:
         return f"cannot be read ({exc})"
     missing = [c for c in ROW_COLUMNS if c not in names]
     return f"not a data shard of a run (no {', '.join(missing[:3])} column)" if missing else None
+
+
+def _with_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    schema = _row_schema()
+    missing = [pl.lit(None, dtype=schema[c]).alias(c) for c in ROW_COLUMNS if c not in frame.columns]
+    return frame.with_columns(missing).select(ROW_COLUMNS) if missing else frame
 
 
 def _line_chunks(path: Path, rows: int) -> Iterator[list[bytes]]:

@@ -129,6 +129,8 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
             f"trimmed {k.trimmed:,}; dropped ", _counts(k.dropped) if k.dropped else Text("0")))
     if report.flattened:
         console.print(Text(f"Flattened tool calls: {len(report.flattened)}", style="bold red"))
+    if report.sessions is not None:
+        _sessions(report.sessions, console)
     if compact:
         return
 
@@ -196,3 +198,13 @@ def _safety(console, report: Report) -> None:
     rejected = ", ".join(f"{c.key} {c.count:,}" for c in s.rejected) or "none"
     console.print(Text.assemble(("Safety  ", "bold"), f"redacted: {redacted}" + (f" (in {where})" if where else "")
                                 + f"; rejected: {rejected}"))
+
+
+def _sessions(g, console: Console) -> None:
+    roles = ", ".join(f"{x.role} {_pct(x.share)}" for x in g.role_tokens)
+    console.print(Text.assemble(
+        ("Sessions  ", "bold"), f"folded {_n(g.folded)} prefixes; {g.branched_sessions:,} of {g.sessions:,} sessions "
+        f"branched; {g.windowed:,} conversations as {g.window_rows:,} windows",
+        f" ({_n(g.lost_units)} units lost alone over the limit)" if g.lost_units else "",
+        f"; {g.no_user_turn:,} rows with no user turn; {g.low_trained:,} training < {g.low_trained_threshold} tokens",
+        ("\n  tokens by role: ", "dim"), roles))

@@ -40,9 +40,16 @@ class ShapeConfig(_Section):
     drop_codes: list[str] = field(default_factory=list)  # filter records that have these issue codes
     min_tokens: int = 0
     max_tokens: int = 8192  # 0: no limit
-    trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
+    # Sessions and long conversations (pipeline/run/fold.py, window.py).
+    # "longest": a conversation that is a prefix of another of its session is folded into it; "all": kept.
+    sessions: Literal["longest", "all"] = "longest"
+    # Rows held back at most (outside HTTP recordings) waiting for a longer conversation of their session.
+    session_window: Annotated[int, msgspec.Meta(ge=1)] = 256
+    # Over max_tokens: "trim" whole units from the end, "window" into several rows, or "drop".
+    long: Literal["trim", "window", "drop"] = "trim"
+    window_overlap: NonNegative = 1  # earlier call/result units repeated as masked context in each window
     # Near-duplicates: MinHash over the rendered text; a row this similar (Jaccard) to an earlier one is filtered.
     near_dedup: bool = False
     near_dedup_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
@@ -142,9 +149,14 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
             raise ConfigError(f"config file '{path}' cannot be read: {why}", code="bad_config") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file '{path}' is not valid TOML: {exc}", code="bad_config") from None
+    _renamed_keys(raw)
+    given: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
-        raw.setdefault(section, {})[key] = value
+        given.setdefault(section, {})[key] = value
+    _renamed_keys(given)  # an override of an older key wins over the file's newer one, as any override does
+    for section, values in given.items():
+        raw.setdefault(section, {}).update(values)
     where = f"config {'file ' + repr(str(path)) if path else ''}"
     try:
         config = msgspec.convert(raw, JobConfig)
@@ -200,6 +212,20 @@ def check_values(config: JobConfig, path: str | Path | None = None) -> None:
     if unknown:
         raise ConfigError(f"{where}shape.drop_codes: unknown code {', '.join(map(repr, unknown))}; "
                           f"valid: {', '.join(RULES)}", code="bad_config")
+
+
+def _renamed_keys(raw: dict[str, Any]) -> None:
+    """Keys of older configs: `shape.trim = true|false` is `shape.long = "trim"|"drop"`."""
+    shape = raw.get("shape")
+    if isinstance(shape, dict) and "trim" in shape:
+        trim = shape.pop("trim")
+        if not isinstance(trim, bool):
+            raise ConfigError(f"shape.trim must be true or false (it means shape.long = \"trim\" | \"drop\"), "
+                              f"got {trim!r}", code="bad_config")
+        meant = "trim" if trim else "drop"
+        if shape.setdefault("long", meant) != meant:
+            raise ConfigError(f"shape.trim = {str(trim).lower()} and shape.long = {shape['long']!r} disagree: "
+                              "give shape.long alone", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

@@ -15,7 +15,8 @@ from msgspec.structs import replace
 
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
-from .item import Item
+from .fold import Folder
+from .item import Item, drop
 from .local import Workers
 from .lock import OutputLock, remove_leftovers
 from .progress import Progress
@@ -70,11 +71,16 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, renderer, rep
     if freeze:
         gc.freeze()
     try:
+        folder = Folder(config.shape.sessions, config.shape.session_window, stats)
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, (rejects, filtered), seen_digests, near)
+                _dedup(item, stats, seen_digests, near)
+                for ready in folder.push(item):
+                    _finish(ready, stats, writer, (rejects, filtered))
             reporter.update(stats)
+        for ready in folder.close():
+            _finish(ready, stats, writer, (rejects, filtered))
         shards = writer.close()
         rejects.close()
         filtered.close()
@@ -157,8 +163,28 @@ class _NearDedup:
         return kept
 
 
-def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile],
-            seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
+def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
+    if item.outcome is not None:
+        return
+    dedup = stats.stages["dedup"]
+    dedup.seen += 1
+    if seen is not None and item.digest:
+        first = seen.get(item.digest)
+        if first is not None:
+            dedup.filtered["duplicate"] += 1
+            drop(item, "dedup", "duplicate", f"same content as {first}")
+            return
+        seen[item.digest] = item.source
+    if near is not None and item.minhash is not None:
+        kept = near.check(item)
+        if kept is not None:
+            dedup.filtered["near_duplicate_of"] += 1
+            drop(item, "dedup", "near_duplicate_of", f"{kept[2]:.0%} similar to {kept[1]}")
+            return
+    dedup.passed += 1
+
+
+def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile]) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:
         o = item.outcome
@@ -169,33 +195,18 @@ def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, J
                 reject["detail"] = o.detail
             rejects.write(reject)
         else:
-            filtered.write({"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message})
+            entry = {"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message}
+            if o.detail is not None:  # a folded record's keeper
+                entry["detail"] = o.detail
+            filtered.write(entry)
         return
-    dedup = stats.stages["dedup"]
-    dedup.seen += 1
-    if seen is not None and item.digest:
-        first = seen.get(item.digest)
-        if first is not None:
-            dedup.filtered["duplicate"] += 1
-            filtered.write({"source": item.source, "stage": "dedup", "reason": "duplicate",
-                            "message": f"same content as {first}"})
-            return
-        seen[item.digest] = item.source
-    if near is not None and item.minhash is not None:
-        kept = near.check(item)
-        if kept is not None:
-            dedup.filtered["near_duplicate_of"] += 1
-            filtered.write({"source": item.source, "stage": "dedup", "reason": "near_duplicate_of",
-                            "message": f"{kept[2]:.0%} similar to {kept[1]}"})
-            return
-    dedup.passed += 1
     stats.stages["write"].seen += 1
-    writer.write(item.rendered)
-    for row in item.extra_rows:
+    for row in [*(item.windows or [item.rendered]), *item.extra_rows]:
         writer.write(row)
+        stats.tally("output", "rows")
     stats.stages["write"].passed += 1
-    for group, key in item.tallies:
-        stats.tally(group, key)
+    for group, key, *n in item.tallies:
+        stats.tally(group, key, *n)
 
 
 # --- engines --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ..errors import InternalError, SftprepError
 from ..ledger import LedgerEntry
 from ..ingest import RawRecord, expand, parse_record
 from ..validate import RULES, Issue, ValidateConfig, validate
+from . import fold
 from .config import JobConfig
 from .item import Item, content_digest, drop, reject
 from .stats import Stats
@@ -111,10 +112,16 @@ def shape_stage(item: Item, ctx: Context) -> Item:
 
 
 def render_stage(item: Item, ctx: Context) -> Item:
+    export = (lambda conv: _export(conv, ctx)) if ctx.config.convert.to else None
     try:
-        return ctx.renderer.render_item(item, ctx.config.shape)
+        ctx.renderer.render_item(item, ctx.config.shape, export)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
+    if item.outcome is None:  # folding compares what the row holds (after trimming)
+        links = fold.chain(item.conversation, None if ctx.config.shape.sessions == "longest" else 1)
+        item.session = fold.session_id(item.source, links)
+        item.chain = links if ctx.config.shape.sessions == "longest" else ()
+    return item
 
 
 def near_dedup_stage(item: Item, ctx: Context) -> Item:
@@ -127,18 +134,20 @@ def near_dedup_stage(item: Item, ctx: Context) -> Item:
 
 
 def export_stage(item: Item, ctx: Context) -> Item:
-    target = ctx.config.convert.to
-    if not target:
+    if not ctx.config.convert.to:
         return item
-    from .. import formats
-
     try:
-        item.export, entries = formats.serialize(item.conversation, target, shape="request",
-                                                 strict=ctx.config.run.strict)
+        item.export, entries = _export(item.conversation, ctx)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
     item.ledger.extend(entries)
     return item
+
+
+def _export(conv: Conversation, ctx: Context):
+    from .. import formats
+
+    return formats.serialize(conv, ctx.config.convert.to, shape="request", strict=ctx.config.run.strict)
 
 
 WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
@@ -179,7 +188,7 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
     return items, stats
 
 
-def _tallies(item: Item) -> list[tuple[str, str]]:
+def _tallies(item: Item) -> list[tuple]:
     """What a record adds to the run's tallies; the parent counts it only once the record is written,
     so tallies describe the written set (duplicates excluded)."""
     conv = item.conversation
@@ -190,7 +199,7 @@ def _tallies(item: Item) -> list[tuple[str, str]]:
         applied = [e for e in item.ledger if e.kind == "redacted"]
         out += [("redacted", e.detector) for e in applied]
         out += [("redacted_in", e.reason.rpartition(" in ")[2]) for e in applied]
-    return out
+    return out + item.shape_tallies
 
 
 def _items(deferred: RawRecord) -> list[Item]:

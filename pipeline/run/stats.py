@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-STAGES = ("read", "parse", "validate", "scrub", "shape", "render", "dedup", "write")
+STAGES = ("read", "parse", "validate", "scrub", "shape", "render", "dedup", "fold", "write")
 
 
 class StageCounts:

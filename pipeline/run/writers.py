@@ -43,7 +43,15 @@ SCHEMA = with_features(pa.schema([
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
     ("export", pa.string()),  # JSON: the [convert] target body, or null
     ("reasoning_row", pa.string()),  # JSON under past_reasoning="expand": case, row, rows, messages, trained
+    # sessions and windows (fold.py, window.py)
+    ("session", pa.string()),  # the session's id: rows sharing it are branches of one session
+    ("folded", pa.int32()),  # records folded into this row (prefixes of it, filtered as prefix_of)
+    ("window", pa.int32()),  # this row's index among the windows of its conversation (0 when not windowed)
+    ("windows", pa.int32()),  # windows of its conversation (1 when not windowed)
+    ("role_tokens", pa.string()),  # JSON: tokens by ROLE_KEYS
 ]))
+# role_tokens: instructions, tool definitions, user and assistant turns, tool results, template scaffolding
+ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
 # Derived from a row's ids and mask when the row does not carry them.
 _DERIVED = ("labels", "attention_mask")
 
@@ -85,7 +93,7 @@ def ensure_dir(path: str | Path) -> Path:
 ROW_GROUP_ROWS = 256
 ROW_GROUP_TOKENS = 1_000_000
 # Dictionary encoding only where values repeat (it costs more than it saves on token ids).
-_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger"]
+_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger", "session"]
 
 
 class ShardWriter:
