@@ -25,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from render_bench import ROOT, _TreeSampler, machine, write_workload  # noqa: E402
 
 
-def run(workload: Path, out: Path, workers: int, config: Path) -> tuple[float, int]:
-    """(seconds, peak RSS in bytes) of one `sftprep run`."""
+def run(workload: Path, out: Path, workers: int, config: Path, cwd: Path = ROOT) -> tuple[float, int]:
+    """(seconds, peak RSS in bytes) of one `sftprep run` (of the checkout at `cwd`)."""
     command = [sys.executable, "-m", "pipeline", "run", str(config), "--input", str(workload), "--output", str(out),
                "--workers", str(workers), "--quiet"]
     started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampler = _TreeSampler(child.pid)
     _, stderr = child.communicate()
     peak = sampler.stop()

@@ -80,3 +80,44 @@ def json_path(*parts: str | int) -> str:
         else:
             out.append(f".{part}")
     return "".join(out)
+
+
+class InternalError(SftprepError):
+    """An unexpected exception while handling one record: a bug, or input no rule foresaw. The record is
+    rejected with it (code `internal_error`, the exception and where it was raised) and the run goes on."""
+
+    code = "internal_error"
+
+    def __init__(self, exc: BaseException, *, stage: str, path: str = "$", source: str | None = None):
+        self.exception = f"{type(exc).__name__}: {_clip(_safe_str(exc))}"
+        self.where = _raised_at(exc)
+        super().__init__(f"internal error in {stage}: {self.exception} (raised at {self.where})",
+                         path=path, source=source)
+
+    def detail(self) -> dict:
+        return {"exception": self.exception, "where": self.where}
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose __str__ raises
+        return repr(type(exc))
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`file:line in function` of the innermost frame, the file relative to the package when inside it."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    name = code.co_filename.replace("\\", "/")
+    if "/pipeline/" in name:
+        name = "pipeline/" + name.rsplit("/pipeline/", 1)[1]
+    return f"{name}:{tb.tb_lineno} in {code.co_name}"

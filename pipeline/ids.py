@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 from msgspec import UNSET
 
+from . import jsonpolicy
+
 _PREFIX = "call_"
 
 
@@ -28,7 +30,7 @@ def _arguments_bytes(arguments: Any, raw: str | None) -> bytes:
     # Parsed arguments first: the same call has the same id whether it came as a string or an object.
     if arguments is not UNSET:
         try:
-            return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+            return jsonpolicy.dumps(arguments, option=orjson.OPT_SORT_KEYS)
         except TypeError:
             pass
     return (raw or "").encode("utf-8", "surrogatepass")

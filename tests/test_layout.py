@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
-CORE = {"conversation", "errors", "ids", "ledger", "resources", "suggest"}
+CORE = {"conversation", "display", "errors", "ids", "jsonpolicy", "ledger", "resources", "suggest"}
 MAX_LINES = 500
 
 # What each wing may import besides itself and the core.

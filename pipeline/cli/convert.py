@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..display import one_line
+from ..errors import InternalError
 from ..formats.convert import TARGETS, convert_all, ledger_dicts
 from ..ingest import expand_paths, iter_parsed
-from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options
+from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options, close_all
 
 STRICT_CODES = ("strict_ledger", "unknown_block", "ambiguous_call_match")
 
@@ -44,7 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     paths = expand_paths(args.inputs)
     out, rejects = JsonlSink(args.output), JsonlSink(args.rejects) if args.rejects else None
-    counts = {"read": 0, "converted": 0, "rejected": 0, "ledger": 0}
+    counts = {"read": 0, "converted": 0, "rejected": 0, "ledger": 0, "internal": 0}
     strict_failures = 0
     ok = False
     try:
@@ -52,29 +54,34 @@ def run(args: argparse.Namespace) -> int:
                              keep_original=args.to == "canonical" and not args.no_original)
         for item in convert_all(parsed, args.to, strict=args.strict):
             counts["read"] += 1
-            if item.error is not None:
+            error = item.error
+            if error is None:
+                line = item.body if args.bodies_only else {
+                    "source": item.source, "from": item.detected[0], "shape": item.detected[1],
+                    "body": item.body, "ledger": ledger_dicts(item.ledger)}
+                try:
+                    data = out.encode(line)
+                except Exception as exc:  # noqa: BLE001 - a body no writer can print is this record's reject
+                    error = InternalError(exc, stage="write", source=item.source)
+            if error is not None:
                 counts["rejected"] += 1
-                strict_failures += item.error.code in STRICT_CODES
-                reject = {"source": item.source, "code": item.error.code, "error": item.error.message,
-                          "path": item.error.path, "record": item.record}
+                counts["internal"] += error.code == InternalError.code
+                strict_failures += error.code in STRICT_CODES
+                reject = {"source": item.source, "code": error.code, "error": error.message,
+                          "path": error.path, "record": item.record}
                 if rejects is not None:
                     rejects.write(reject)
                 else:
-                    print(f"sftprep: rejected {item.source} at {item.error.path}: {item.error.message}",
+                    print(f"sftprep: rejected {item.source} at {error.path}: {one_line(error.message)}",
                           file=sys.stderr)
                 continue
             counts["converted"] += 1
             counts["ledger"] += len(item.ledger)
-            if args.bodies_only:
-                out.write(item.body)
-            else:
-                out.write({"source": item.source, "from": item.detected[0], "shape": item.detected[1],
-                           "body": item.body, "ledger": ledger_dicts(item.ledger)})
+            out.write_encoded(data)
         ok = True
     finally:
-        out.close(ok)
-        if rejects is not None:
-            rejects.close(ok)
+        close_all([out, rejects], ok)
+    internal = f" ({counts['internal']} internal errors)" if counts["internal"] else ""
     print(f"sftprep convert: read {counts['read']}, converted {counts['converted']}, "
-          f"rejected {counts['rejected']}, ledger entries {counts['ledger']}", file=sys.stderr)
-    return EXIT_FAILED if strict_failures else EXIT_OK
+          f"rejected {counts['rejected']}{internal}, ledger entries {counts['ledger']}", file=sys.stderr)
+    return EXIT_FAILED if strict_failures or counts["internal"] else EXIT_OK

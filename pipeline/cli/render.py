@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ..errors import ConfigError, SftprepError
+from ..display import one_line
+from ..errors import ConfigError, InternalError, SftprepError
 from ..ingest import Parsed, expand_paths, iter_parsed
 from .common import EXIT_FAILED, EXIT_OK, JsonlSink, add_source_options
 
@@ -124,6 +125,11 @@ def _render_all(args: argparse.Namespace, setups, paths, out: "_Output", mask, o
                 failed = True
                 _report(item.source, name, exc)
                 results.append(tokenview.Failure(name, exc))
+            except Exception as exc:  # noqa: BLE001 - one record's surprise is that record's failure
+                failed = True
+                error = InternalError(exc, stage="render", source=item.source)
+                _report(item.source, name, error)
+                results.append(tokenview.Failure(name, error))
         out.add(tokenview.RecordView(item.source, item.conversation, tuple(results)))
     return failed
 
@@ -190,9 +196,21 @@ def same_source(spec: str, source: str) -> bool:
         return False
 
 
+def _check_writable(target: Path) -> None:
+    """Before any work: the page's path must be a file under directories (or where they can be made)."""
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if target.is_dir():
+        raise ConfigError(f"cannot write '{target}': it is a directory", code="unwritable_output")
+    if not parent.is_dir():
+        raise ConfigError(f"cannot write '{target}': '{parent}' is not a directory", code="unwritable_output")
+
+
 def _report(source: str, template: str | None, error: SftprepError) -> None:
     what = f"template {template}" if template else "could not read the record"
-    print(f"sftprep render: {source}: {what}: at {error.path}: {error.message} [{error.code}]", file=sys.stderr)
+    print(f"sftprep render: {source}: {what}: at {error.path}: {one_line(error.message)} [{error.code}]",
+          file=sys.stderr)
 
 
 class _Output:
@@ -202,6 +220,8 @@ class _Output:
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
+        if args.html:
+            _check_writable(Path(args.html))
         self.pages: list = []  # the first record's view, until a second one says there will be an index
         self.index: list = []
         self.folder: Path | None = None

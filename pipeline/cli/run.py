@@ -16,7 +16,7 @@ import sys
 
 from ..api import run_job
 from ..run import load_config
-from .common import EXIT_OK, add_source_options
+from .common import EXIT_FAILED, EXIT_OK, add_source_options
 
 EXAMPLES = """\
 examples:
@@ -60,4 +60,4 @@ def handle(args: argparse.Namespace) -> int:
           f"({len(result.shards)} shard{'s' if len(result.shards) != 1 else ''}, {result.seconds:.1f}s)"
           + (f"; QA report: {result.output_dir / 'qa_report.html'}" if result.report is not None else ""),
           file=sys.stderr)
-    return EXIT_OK
+    return EXIT_FAILED if stats.internal_errors else EXIT_OK

@@ -14,8 +14,10 @@ import sys
 from collections import Counter
 from typing import Iterable
 
-import orjson
 
+from .. import jsonpolicy
+from ..display import one_line
+from ..errors import InternalError
 from ..ingest import expand_paths, iter_parsed
 from ..validate import RULES, Issue, ValidateConfig, error_issue, has_errors, validate
 from .common import EXIT_FAILED, EXIT_OK, add_source_options
@@ -47,10 +49,13 @@ def run(args: argparse.Namespace) -> int:
     report = None if args.json else _Report()
     out = sys.stdout.buffer
     for item in iter_parsed(paths, fmt=args.fmt, shape=args.shape):
-        issues = [error_issue(item.error)] if item.conversation is None else validate(item.conversation, config)
+        try:
+            issues = [error_issue(item.error)] if item.conversation is None else validate(item.conversation, config)
+        except Exception as exc:  # noqa: BLE001 - one record's surprise is that record's error
+            issues = [error_issue(InternalError(exc, stage="validate", source=item.source))]
         summary.add(issues, parsed=item.conversation is not None)
         if report is None:
-            out.write(orjson.dumps({"source": item.source, "issues": [_issue_dict(i) for i in issues]}) + b"\n")
+            out.write(jsonpolicy.dumps({"source": item.source, "issues": [_issue_dict(i) for i in issues]}) + b"\n")
         elif issues:
             report.record(item.source, issues)
     if report is None:
@@ -100,12 +105,12 @@ class _Report:
 
     def record(self, source: str, issues: list[Issue]) -> None:
         from rich.markup import escape
-        self.console.print(f"[bold]{escape(source)}[/bold]")
+        self.console.print(f"[bold]{escape(one_line(source))}[/bold]")
         for i in issues:
             color = "red" if i.severity == "error" else "yellow"
             where = i.path if i.provider_path is None else f"{i.path} ({i.provider_path})"
-            self.console.print(f"  [{color}]{i.severity:<7}[/{color}] {i.code}  {escape(where)}\n"
-                               f"          {escape(i.message)}")
+            self.console.print(f"  [{color}]{i.severity:<7}[/{color}] {i.code}  {escape(one_line(where))}\n"
+                               f"          {escape(one_line(i.message))}")
 
     def summary(self, s: _Summary) -> None:
         from rich.table import Table

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, NamedTuple, Protocol
 
 from ..conversation import Conversation, to_builtins
-from ..errors import SftprepError
+from ..errors import InternalError, SftprepError
 from ..ledger import LedgerEntry
 from . import registry
 
@@ -35,12 +35,15 @@ def convert_one(parsed: Parsed, target: str, *, shape: str | None = None, strict
         return Converted(parsed.source, parsed.record, None, [], parsed.error)
     meta = parsed.conversation.meta
     detected = (meta.provider, meta.shape)
-    if target == "canonical":
-        return Converted(parsed.source, parsed.record, to_builtins(parsed.conversation), [], detected=detected)
     try:
+        if target == "canonical":
+            return Converted(parsed.source, parsed.record, to_builtins(parsed.conversation), [], detected=detected)
         body, ledger = registry.serialize(parsed.conversation, target, shape=shape, strict=strict)
     except SftprepError as exc:
         return Converted(parsed.source, parsed.record, None, [], exc.at(parsed.source), detected)
+    except Exception as exc:  # noqa: BLE001 - one record's surprise is that record's rejection
+        return Converted(parsed.source, parsed.record, None, [],
+                         InternalError(exc, stage="convert", source=parsed.source), detected)
     return Converted(parsed.source, parsed.record, body, ledger, detected=detected)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from .. import jsonpolicy
 from ..conversation import Media, Text, ToolCall, ToolResult
 from ..errors import ParseError
 from ..ids import CallIds
@@ -20,7 +21,7 @@ def json_attribute(attributes: dict, key: str, path: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return orjson.loads(value)
+        return jsonpolicy.loads(value)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"attribute '{key}' is not valid JSON: {exc}", path=f"{path}['{key}']",
                          code="invalid_attribute_json") from None
@@ -39,7 +40,7 @@ class Calls:
         if isinstance(arguments, str):
             raw = arguments
             try:
-                parsed = orjson.loads(raw) if raw.strip() else {}
+                parsed = jsonpolicy.loads(raw) if raw.strip() else {}
             except orjson.JSONDecodeError:
                 call = ToolCall(id=self.ids.new(name, raw_arguments=raw), name=name, raw_arguments=raw,
                                 arguments_valid=False, provider_id=provider_id, **fields)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 from msgspec.structs import replace
 
-from .. import formats
+from .. import formats, jsonpolicy
 from ..conversation import Conversation
 from ..errors import ParseError, SftprepError
 from ..ids import renumber
@@ -119,10 +118,14 @@ def _unwrap(side: Any, path: str) -> tuple[Any, str | None]:
         body = side["body"]
         if isinstance(body, (bytes, str)) and body[:1] in ("{", "[", b"{", b"["):
             try:
-                body = orjson.loads(body)
-            except orjson.JSONDecodeError:
+                body = jsonpolicy.loads(body)
+            except jsonpolicy.JsonPolicyError:
                 pass  # SSE text or a broken body: the parser says which
-        return body, side.get("uri") or side.get("url")
+        uri = side.get("uri") or side.get("url")
+        if uri is not None and not isinstance(uri, str):
+            raise ParseError(f"the URI must be a string, not a JSON {type(uri).__name__}",
+                             path=f"{path}.{'uri' if side.get('uri') is not None else 'url'}")
+        return body, uri
     if side is None:
         return None, None
     return side, None

@@ -7,14 +7,14 @@ A bad record never stops the reader: it is yielded with its error, and the next 
 from __future__ import annotations
 
 import gzip
-import re
+import os
 import zlib
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, NamedTuple
 
-import orjson
-
-from ..errors import InputError
+from .. import jsonpolicy
+from ..errors import InputError, InternalError
+from .json_array import array_elements
 
 DEFAULT_MAX_RECORD_BYTES = 32 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -53,7 +53,7 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
     holds for its first element (a message, not a record): then the array is one record. With
     `defer`, records come undecoded (`RawRecord.decoded()` decodes them)."""
     emit = _deferred if defer else decode
-    name = str(path)
+    name = source_name(path)
     stem = name[:-3] if name.endswith(".gz") else name
     try:
         with open_bytes(path) as stream:
@@ -64,12 +64,22 @@ def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD
     except (OSError, EOFError, zlib.error) as exc:
         # A corrupt or truncated gzip surfaces mid-read: report it and stop this file only.
         yield RawRecord(f"{name}:?", None, InputError(f"cannot read file: {exc}", source=name, code="unreadable_file"))
+    except Exception as exc:  # noqa: BLE001 - a reader bug: this file stops here, and a reject says why
+        yield RawRecord(f"{name}:?", None, InternalError(exc, stage="read", source=name))
+
+
+def source_name(path: str | Path) -> str:
+    """The file's name as sources print it: bytes that are not UTF-8 (a name from another system) as
+    `\\xff` escapes, so every writer can carry the source."""
+    name = os.fspath(path)
+    return name if name.isprintable() or not any(0xDC80 <= ord(c) <= 0xDCFF for c in name) else \
+        os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def decode(data: bytes, source: str) -> RawRecord:
     try:
-        return RawRecord(source, orjson.loads(data))
-    except orjson.JSONDecodeError as exc:
+        return RawRecord(source, jsonpolicy.loads(data))
+    except jsonpolicy.JsonPolicyError as exc:
         return RawRecord(source, None, _decode_error(data, exc, source), data[:4096])
 
 
@@ -77,12 +87,14 @@ def _deferred(data: bytes, source: str) -> RawRecord:
     return RawRecord(source, None, None, data, deferred=True)
 
 
-def _decode_error(data: bytes, exc: Exception, source: str) -> InputError:
+def _decode_error(data: bytes, exc: jsonpolicy.JsonPolicyError, source: str) -> InputError:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
         return InputError(f"not valid UTF-8: byte 0x{data[bad.start]:02x} at offset {bad.start}",
                           source=source, code="invalid_utf8")
+    if exc.code != "invalid_json":  # valid JSON the policy refuses (too deep, a number too large)
+        return InputError(exc.message, source=source, code=exc.code, path=exc.path)
     return InputError(f"invalid JSON: {exc}", source=source, code="invalid_json")
 
 
@@ -113,12 +125,6 @@ def _skip_line(stream: IO[bytes]) -> int:
             return skipped
 
 
-# Strings (with escapes) and brackets: enough to find where each top-level array element ends.
-# A string cut by the end of the buffer matches without its closing quote (group 1 is None).
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[\[\]{}\n]', re.S)
-_SCALAR = re.compile(rb"[^\s,\[\]{}\"]+")
-
-
 def _json_document(stream: IO[bytes], name: str, limit: int, emit: Emit,
                    whole_if: Callable[[Any], bool] | None) -> Iterator[RawRecord]:
     head = stream.read(_CHUNK)
@@ -147,61 +153,6 @@ def _whole_document(head: bytes, stream: IO[bytes], name: str, limit: int, emit:
     return emit(data, f"{name}:1")
 
 
-def _array_elements(buffer: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
-    """Split a top-level array into its elements, reading chunk by chunk."""
-    line = 1  # line number at `pos`
-    depth = 0
-    start: int | None = None  # offset in `buffer` of the element being read
-    start_line = 1
-    per_line: dict[int, int] = {}
-    pos = 0
-    eof = False
-    while True:
-        match = _TOKENS.search(buffer, pos)
-        cut = match is not None and match.group()[:1] == b'"' and match.group(1) is None
-        if match is None or cut:
-            if eof:
-                break
-            more = stream.read(_CHUNK)
-            eof = not more
-            # Keep the element being read, or everything not yet scanned.
-            keep = start if start is not None else pos
-            buffer, pos = buffer[keep:] + more, pos - keep
-            if start is not None:
-                start = 0
-                if len(buffer) > limit:
-                    yield RawRecord(f"{name}:{start_line}", None, InputError(
-                        f"record is over the limit of {limit:,} bytes", source=f"{name}:{start_line}",
-                        code="record_too_large"))
-                    return
-            continue
-        if start is None and depth == 1:
-            # Scalars directly inside the array are records too (the shape check rejects them).
-            for scalar in _SCALAR.finditer(buffer, pos, match.start()):
-                yield _element(scalar.group(), name, line, per_line, emit)
-        token = match.group()
-        line += token.count(b"\n")
-        if token[:1] == b'"':
-            if depth == 1 and start is None:
-                yield _element(token, name, line, per_line, emit)
-        elif token in (b"[", b"{"):
-            depth += 1
-            if depth == 2 and start is None:
-                start, start_line = match.start(), line
-        elif token in (b"]", b"}"):
-            depth -= 1
-            if depth == 1 and start is not None:
-                yield _element(buffer[start:match.end()], name, start_line, per_line, emit)
-                start = None
-            elif depth == 0:
-                return
-        pos = match.end()
-    yield RawRecord(f"{name}:{line}", None, InputError("file ends inside a JSON array (truncated?)",
-                                                        source=f"{name}:{line}", code="invalid_json"))
-
-
-def _element(data: bytes, name: str, line: int, per_line: dict[int, int], emit: Emit) -> RawRecord:
-    n = per_line.get(line, 0)
-    per_line[line] = n + 1
-    source = f"{name}:{line}" if n == 0 else f"{name}:{line}#{n}"
-    return emit(data, source)
+def _array_elements(head: bytes, stream: IO[bytes], name: str, limit: int, emit: Emit) -> Iterator[RawRecord]:
+    for source, data in array_elements(head, stream, name, limit):
+        yield RawRecord(source, None, data) if isinstance(data, InputError) else emit(data, source)

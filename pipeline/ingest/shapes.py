@@ -15,10 +15,10 @@ from msgspec.structs import replace
 
 from .. import formats
 from ..conversation import Conversation
-from ..errors import ConfigError, InputError, ParseError, SftprepError, ShapeError
+from ..errors import ConfigError, InputError, InternalError, ParseError, SftprepError, ShapeError
 from . import batch, canonical, sharegpt, traces
 from .exchange import is_exchange, is_recording, parse_exchange
-from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records
+from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records, source_name
 from . import sessions
 from .sessions import claude_code
 
@@ -97,7 +97,7 @@ def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
     """The response objects a logged stream reassembles into, one record per exchange."""
     from .streams import reassemble_all
 
-    source = f"{path}:1"
+    source = f"{source_name(path)}:1"
     try:
         with open_bytes(path) as stream:
             data = stream.read(limit + 1)
@@ -119,11 +119,17 @@ def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
 
 
 def _session_record(path: str | Path) -> RawRecord:
+    name = source_name(path)
     try:
-        result = claude_code.read_session(_numbered(path), str(path))
+        result = claude_code.read_session(_numbered(path), name)
     except SftprepError as exc:
-        return RawRecord(exc.source or str(path), None, exc)
-    return RawRecord(f"{path}:1", result)
+        return RawRecord(exc.source or name, None, exc)
+    except (OSError, EOFError, zlib.error) as exc:
+        return RawRecord(f"{name}:1", None, InputError(f"cannot read file: {exc}", source=f"{name}:1",
+                                                       code="unreadable_file"))
+    except Exception as exc:  # noqa: BLE001 - one file's surprise is that file's rejection
+        return RawRecord(f"{name}:1", None, InternalError(exc, stage="read", source=f"{name}:1"))
+    return RawRecord(f"{name}:1", result)
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, str]]:
@@ -250,6 +256,8 @@ def _parse_raw(raw: RawRecord, **options: Any) -> Parsed:
         return Parsed(raw.source, raw.value, parse_record(raw.value, raw.source, **options))
     except SftprepError as exc:
         return Parsed(raw.source, raw.value, None, exc)
+    except Exception as exc:  # noqa: BLE001 - one record's surprise is that record's rejection
+        return Parsed(raw.source, raw.value, None, InternalError(exc, stage="parse", source=raw.source))
 
 
 def _undecoded(raw: RawRecord) -> Any:

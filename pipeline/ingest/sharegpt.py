@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 
+from .. import jsonpolicy
 from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, ToolResult
 from ..errors import ParseError
 from ..ids import CallIds
@@ -77,8 +77,8 @@ def parse(value: dict, *, strict: bool = False) -> Conversation:
 
 def _calls(text: str, ids: CallIds, path: str) -> list[ToolCall]:
     try:
-        payload = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        payload = jsonpolicy.loads(text)
+    except jsonpolicy.JsonPolicyError:
         raise ParseError("a function_call turn must hold JSON {\"name\", \"arguments\"}", path=path) from None
     out = []
     for j, item in enumerate(payload if isinstance(payload, list) else [payload]):
@@ -90,8 +90,8 @@ def _calls(text: str, ids: CallIds, path: str) -> list[ToolCall]:
         if isinstance(arguments, str):
             raw = arguments
             try:
-                arguments = orjson.loads(arguments)
-            except orjson.JSONDecodeError:
+                arguments = jsonpolicy.loads(arguments)
+            except jsonpolicy.JsonPolicyError:
                 out.append(ToolCall(id=ids.new(name, raw_arguments=raw), name=name, raw_arguments=raw,
                                     arguments_valid=False))
                 continue
@@ -102,8 +102,8 @@ def _calls(text: str, ids: CallIds, path: str) -> list[ToolCall]:
 def _tools(value: Any) -> tuple[Tool, ...]:
     if isinstance(value, str) and value.strip():
         try:
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            value = jsonpolicy.loads(value)
+        except jsonpolicy.JsonPolicyError:
             raise ParseError("'tools' must be a JSON array (or a string holding one)", path="$.tools") from None
     if not isinstance(value, list):
         return ()

@@ -11,7 +11,6 @@ files against stats.json and says so when they disagree.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Iterable
 
 from ..errors import ConfigError
 from ..run.writers import atomic_path
-from . import figures, reading, safety
+from . import figures, reading, safety, sessions
 from .parts import chunk_parts, combine
 from .report import Report
 
@@ -74,16 +73,25 @@ def find_files(paths: str | Path | Iterable[str | Path]) -> RunFiles:
 
 def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
     files = paths if isinstance(paths, RunFiles) else find_files(paths)
-    stats = _load_json(files.stats)
-    config = _load_json(files.config)
+    problems: list[str] = []  # broken files: the report says what is broken and shows the rest
+    stats = reading.load_json(files.stats, problems, stats=True)
+    config = reading.load_json(files.config, problems)
     parts, offset = [], 0
     for shard in files.data:  # a chunk of rows in memory at a time; parts are small aggregates
-        for frame in reading.read_chunks(shard):
-            parts.append(chunk_parts(frame, offset))
-            offset += frame.height
+        problem = reading.shard_problem(shard)
+        if problem is not None:
+            problems.append(f"{shard}: {problem}; left out")
+            continue
+        try:
+            for frame in reading.read_chunks(shard):
+                parts.append(chunk_parts(frame, offset))
+                offset += frame.height
+        except Exception as exc:  # noqa: BLE001 - a truncated or foreign shard: named, the rest reported
+            problems.append(f"{shard}: cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
+                            f"rows before the damage are counted, the rest are not")
     merged = combine(parts)
-    rejects = reading.read_rejects(files.rejects)
-    filtered = reading.read_filtered(files.filtered)
+    rejects = reading.read_rejects(files.rejects, problems)
+    filtered = reading.read_filtered(files.filtered, problems)
     totals = figures.totals(stats, merged, rejects, len(files.data), filtered)
     longest, shortest = figures.extremes(merged)
     issues = figures.issues(merged, rejects, stats)
@@ -93,7 +101,7 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         files=[str(p) for p in (*files.data, files.rejects, files.filtered, files.stats, files.config,
                                 files.near_duplicates)
                if p is not None],
-        status=_status(totals, bool(files.data)), notes=_notes(totals, files), totals=totals,
+        status=_status(totals, bool(files.data)), notes=problems + _notes(totals, files), totals=totals,
         stages=figures.stages(stats), source_files=figures.source_files(merged, rejects),
         source_folders=figures.source_files(merged, rejects, folders=True),
         formats=figures.formats(merged, stats), shapes=figures.shapes(merged),
@@ -102,11 +110,8 @@ def build_report(paths: str | Path | Iterable[str | Path] | RunFiles) -> Report:
         duplicates=figures.duplicates(merged, stats, config), ledger=figures.ledger(merged, stats),
         reasoning=figures.reasoning(merged, config), longest=longest, shortest=shortest, config=config or {},
         filtered=figures.filter_reasons(filtered), safety=safety.safety(merged.redactions, stats, config, rejects, issues),
-        near_duplicates=safety.near_duplicates(files.near_duplicates, config))
-
-
-def _load_json(path: Path | None) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        near_duplicates=safety.near_duplicates(files.near_duplicates, config),
+        sessions=sessions.sessions(merged.shape_rows, merged.flagged, stats, config))
 
 
 def _status(totals, has_data: bool) -> str:
@@ -122,8 +127,8 @@ def _notes(totals, files: RunFiles) -> list[str]:
     notes = []
     if files.stats is None:
         notes.append("no stats.json: read, filtered and per-stage counts are unknown; figures come from the files")
-    if totals.written is not None and totals.written != totals.rows:
-        notes.append(f"stats.json says {totals.written} written but the data files hold {totals.rows} rows")
+    if totals.row_count is not None and totals.row_count != totals.rows:
+        notes.append(f"stats.json says {totals.row_count} rows written but the data files hold {totals.rows}")
     if totals.rejected is not None and files.rejects is not None and totals.rejected != totals.reject_lines:
         notes.append(f"stats.json says {totals.rejected} rejected but rejects.jsonl holds {totals.reject_lines} lines")
     if totals.balanced is False:

@@ -43,7 +43,8 @@ def totals(stats: dict | None, parts: Parts, rejects: pl.DataFrame, shards: int,
     rec = (stats or {}).get("records", {})
     return r.Totals(read=rec.get("read"), written=rec.get("written"), rejected=rec.get("rejected"),
                     filtered=rec.get("filtered"), balanced=rec.get("balanced"), rows=parts.rows.height,
-                    reject_lines=rejects.height, shards=shards, filtered_lines=filtered.height)
+                    reject_lines=rejects.height, shards=shards, filtered_lines=filtered.height,
+                    row_count=(((stats or {}).get("tallies") or {}).get("output") or {}).get("rows", rec.get("written")))
 
 
 def filter_reasons(filtered: pl.DataFrame) -> list[r.FilterReason]:

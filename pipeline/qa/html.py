@@ -186,6 +186,8 @@ def charts(report: Report) -> dict[str, Chart]:
     for tpl in report.tokens.templates:
         out[f"tokens:{tpl.template}:{tpl.tokenizer}"] = columns(
             f"Token lengths, {tpl.template} with {tpl.tokenizer}", tpl.histogram, x_title="tokens per conversation")
+    if report.sessions is not None:
+        out.update(session_charts(report.sessions))
     palette = {c.key: _TARGET_CSS[i % len(_TARGET_CSS)] for i, c in enumerate(report.ledger.targets)}
     out["ledger"] = hbars("Ledger entries by kind", [(k.kind, [(c.key, c.count, palette[c.key]) for c in k.targets])
                                                      for k in report.ledger.kinds],
@@ -194,6 +196,24 @@ def charts(report: Report) -> dict[str, Chart]:
 
 
 _TARGET_CSS = ("s-t0", "s-t1", "s-t2", "s-t3", "s-t4")  # ledger targets, largest first
+
+
+def session_charts(g) -> dict[str, Chart]:
+    """The sessions section: trained tokens per row, conversations per session, windows, folds, roles."""
+    scale = " (logarithmic bins)" if g.trained_log_scale else ""
+    return {
+        # log bins: each bin marked at its lower edge (1, 2, 5, 10, ...), all of them
+        "trained": columns(f"Trained tokens per row{scale}", g.trained_histogram,
+                           every=1 if g.trained_log_scale else None, x_title="trained tokens in the row" + scale),
+        "branches": columns("Conversations per session", g.branches, edges=False, width=HALF,
+                            x_title="written conversations sharing a session"),
+        "windows": columns("Windows per windowed conversation", g.windows_per_conversation, edges=False,
+                           width=HALF, x_title="rows the conversation was split into"),
+        "folded": hbars("Records folded into a longer conversation, by source file",
+                        [(f.file, [("folded", f.folded, FILTERED)]) for f in g.folded_by_source], paths=True),
+        "roles": hbars("Tokens by role", [(x.role, [("tokens", x.tokens, NEUTRAL)]) for x in g.role_tokens],
+                       label_width=110, width=HALF),
+    }
 
 
 def environment() -> jinja2.Environment:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 import polars as pl
 
+from . import session_parts
 from .reading import ROW_COLUMNS, _clip_expr, _file, _row_schema
 from .safety import EXAMPLES as REDACTION_EXAMPLES
 from .safety import redaction_examples
@@ -40,6 +41,8 @@ class Parts:
     ledger_kinds: pl.DataFrame  # kind, entries, rows
     reasoning_drops: pl.DataFrame  # target, kind, blocks, rows
     extremes: pl.DataFrame  # the longest and shortest rows of the chunk, with a preview
+    shape_rows: pl.DataFrame  # per row: session, folded, window, tokens by role (qa/sessions.py)
+    flagged: pl.DataFrame  # the first rows with no user turn or few trained tokens, with a preview
     expanded: pl.DataFrame  # case, rows, tokens, trained_tokens of past_reasoning="expand" rows
     redactions: pl.DataFrame  # row, source, path, detector, where, excerpt (a few per detector)
 
@@ -49,6 +52,7 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
     blocks = _blocks(frame)
     issues = _exploded(frame, "issues", _ISSUES)
     ledger = _exploded(frame, "ledger", _LEDGER)
+    shape_rows = session_parts.shape_rows(frame, blocks)
     return Parts(
         rows=_row_figures(frame, blocks),
         tools=(blocks.filter(pl.col("type") == "tool_call").group_by("name").agg(calls=pl.len())
@@ -64,6 +68,8 @@ def chunk_parts(frame: pl.DataFrame, offset: int) -> Parts:
                       .cast({"entries": pl.Int64, "rows": pl.Int64})),
         reasoning_drops=_reasoning_drops(ledger, blocks),
         extremes=_extremes(frame, blocks),
+        shape_rows=shape_rows,
+        flagged=session_parts.flagged(frame, shape_rows, blocks),
         expanded=_expanded(frame),
         redactions=redaction_examples(ledger, frame),
     )
@@ -190,6 +196,7 @@ def combine(parts: list[Parts]) -> Parts:
     merged["ledger"] = merged["ledger"].group_by("target", "kind", "reason").agg(summed.sum())
     merged["ledger_kinds"] = merged["ledger_kinds"].group_by("kind").agg(summed.sum())
     merged["reasoning_drops"] = merged["reasoning_drops"].group_by("target", "kind").agg(summed.sum())
+    merged["flagged"] = session_parts.combine_flagged(merged["flagged"])
     merged["expanded"] = merged["expanded"].group_by("case").agg(summed.sum())
     merged["redactions"] = merged["redactions"].sort("row").group_by("detector", maintain_order=True).head(
         REDACTION_EXAMPLES)

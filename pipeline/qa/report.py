@@ -32,6 +32,8 @@ class Totals(Struct, frozen=True):
     reject_lines: int
     shards: int
     filtered_lines: int = 0  # lines of filtered.jsonl
+    # data rows the run says it wrote: `written` counts records, and a windowed record is several rows
+    row_count: int | None = None
 
 
 class SourceFile(Struct, frozen=True):
@@ -239,6 +241,54 @@ class NearDuplicates(Struct, frozen=True):
     largest: list[NearCluster]
 
 
+# --- sessions, windows and trained tokens (qa/sessions.py) -------------------------------------------
+
+class FoldedSource(Struct, frozen=True):
+    file: str
+    rows: int  # conversations written from the file
+    folded: int  # records folded into them
+
+
+class RowFlag(Struct, frozen=True):
+    source: str
+    window: int
+    windows: int
+    tokens: int
+    trained: int
+    preview: str  # the first text of the row
+
+
+class RoleShare(Struct, frozen=True):
+    role: str  # system, tools, user, assistant, tool (results), template (scaffolding)
+    tokens: int
+    share: float | None
+
+
+class Sessions(Struct, frozen=True):
+    mode: str | None  # shape.sessions (config.json)
+    long: str | None  # shape.long
+    folded: int | None  # records filtered as prefix_of (stats.json)
+    folded_in_rows: int  # the written rows' own count of what they hold: a cross-check
+    folded_by_source: list[FoldedSource]
+    sessions: int
+    branched_sessions: int  # sessions holding two or more conversations
+    max_branches: int
+    branches: list[Bin]  # conversations per session
+    windowed: int  # conversations written as several windows
+    window_rows: int
+    windows_per_conversation: list[Bin]
+    lost_units: int | None  # units alone over max_tokens, left out of their windows (stats.json)
+    lost_assistant_turns: int | None
+    trained_histogram: list[Bin]
+    trained_log_scale: bool
+    low_trained_threshold: int
+    low_trained: int
+    no_user_turn: int
+    low_trained_examples: list[RowFlag]
+    no_user_examples: list[RowFlag]
+    role_tokens: list[RoleShare]
+
+
 class Report(Struct, frozen=True):
     title: str
     inputs: list[str]  # the job's input paths (config.json), or the files given
@@ -263,4 +313,5 @@ class Report(Struct, frozen=True):
     safety: Safety | None = None
     near_duplicates: NearDuplicates | None = None
     config: dict = field(default_factory=dict)
+    sessions: Sessions | None = None
     filtered: list[FilterReason] = field(default_factory=list)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import orjson
 import polars as pl
 
+from .. import jsonpolicy
 from . import report as r
 
 EXAMPLES = 3  # per detector
@@ -62,7 +62,7 @@ def near_duplicates(path: Path | None, config: dict | None) -> r.NearDuplicates:
         with open(path, "rb") as handle:
             for line in handle:
                 if line.strip():
-                    entry = orjson.loads(line)
+                    entry = jsonpolicy.loads(line)
                     clusters.setdefault(entry["kept_source"], []).append(entry)
     ordered = sorted(clusters.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     return r.NearDuplicates(

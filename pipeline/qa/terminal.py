@@ -6,12 +6,16 @@ sequence) inside a conversation is printed as it is, not interpreted.
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..display import visible
 from .report import Count, Report
 
 _STATUS = {
@@ -41,9 +45,26 @@ def _table(title: str, *columns: str, numeric: tuple[str, ...] = ()) -> Table:
     return table
 
 
+def shown(report: Report) -> Report:
+    """The report with every string as a terminal may show it: control characters from transcripts
+    (an ESC[2J, an OSC title) become symbols, as `sftprep render` shows them."""
+    return msgspec.convert(_visible(msgspec.to_builtins(report)), Report)
+
+
+def _visible(value: Any) -> Any:
+    if isinstance(value, str):
+        return visible(value, newline="\n")
+    if isinstance(value, list):
+        return [_visible(v) for v in value]
+    if isinstance(value, dict):
+        return {_visible(k): _visible(v) for k, v in value.items()}
+    return value
+
+
 def render_terminal(report: Report, console: Console, *, compact: bool = False) -> None:
     """Print the report. `compact` (after `sftprep run`) keeps the accounting, sources, tool use,
     issues and tokens, and leaves examples and the longer tables to `sftprep qa`."""
+    report = shown(report)
     t = report.totals
     head = Text(report.title, style="bold")
     if report.inputs:
@@ -108,6 +129,8 @@ def render_terminal(report: Report, console: Console, *, compact: bool = False) 
             f"trimmed {k.trimmed:,}; dropped ", _counts(k.dropped) if k.dropped else Text("0")))
     if report.flattened:
         console.print(Text(f"Flattened tool calls: {len(report.flattened)}", style="bold red"))
+    if report.sessions is not None:
+        _sessions(report.sessions, console)
     if compact:
         return
 
@@ -175,3 +198,13 @@ def _safety(console, report: Report) -> None:
     rejected = ", ".join(f"{c.key} {c.count:,}" for c in s.rejected) or "none"
     console.print(Text.assemble(("Safety  ", "bold"), f"redacted: {redacted}" + (f" (in {where})" if where else "")
                                 + f"; rejected: {rejected}"))
+
+
+def _sessions(g, console: Console) -> None:
+    roles = ", ".join(f"{x.role} {_pct(x.share)}" for x in g.role_tokens)
+    console.print(Text.assemble(
+        ("Sessions  ", "bold"), f"folded {_n(g.folded)} prefixes; {g.branched_sessions:,} of {g.sessions:,} sessions "
+        f"branched; {g.windowed:,} conversations as {g.window_rows:,} windows",
+        f" ({_n(g.lost_units)} units lost alone over the limit)" if g.lost_units else "",
+        f"; {g.no_user_turn:,} rows with no user turn; {g.low_trained:,} training < {g.low_trained_threshold} tokens",
+        ("\n  tokens by role: ", "dim"), roles))

@@ -31,7 +31,7 @@ _DEFINITIONS_MAX = 2048
 def _cached_definition(tool: Tool) -> dict[str, Any]:
     try:
         key = msgspec.msgpack.encode(tool)  # exact for JSON values (floats, NaN and ints kept apart)
-    except (TypeError, ValueError, msgspec.EncodeError):  # not plain data: built afresh, uncached
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):  # not plain data (a huge int): uncached
         return tool_definition(tool)
     hit = _DEFINITIONS.get(key)
     if hit is None:

@@ -19,6 +19,7 @@ from ..resources import TEMPLATES_DIR
 from ._inputs import InputPolicy, TemplateInputs, build_inputs
 from .marks import GEN_CLOSE, GEN_OPEN, Marks, tojson
 from .rendered import DEFAULT_NOW, RenderOptions
+from .template_limits import LimitedSandbox, bounded_output, bounded_range, check_value, limits
 from .tokenizers import Tokenizer
 
 
@@ -96,6 +97,7 @@ class _Namespace(jinja2.utils.Namespace):
 
     def __setitem__(self, name, value):
         _Namespace._check(name)
+        check_value(value)
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
     @staticmethod
@@ -113,8 +115,11 @@ def _strftime_now(fmt):
 
 
 def make_environment() -> ImmutableSandboxedEnvironment:
-    """A sandbox configured as transformers' apply_chat_template configures it."""
-    return _configured(ImmutableSandboxedEnvironment)
+    """A sandbox configured as transformers' apply_chat_template configures it, with limits on the work
+    a template may do (template_limits)."""
+    env = _configured(LimitedSandbox)
+    env.globals["range"] = bounded_range
+    return env
 
 
 def _configured(env_class: type[jinja2.Environment]) -> jinja2.Environment:
@@ -183,12 +188,15 @@ class Template:
         variables.update(self.family.template_vars)
         variables.update(options.template_kwargs)
         try:
-            return self.compiled.render(**variables)
+            if self.builtin:
+                return self.compiled.render(**variables)
+            with limits(self.name):
+                return bounded_output(self.compiled.generate(**variables))
         except jinja2.exceptions.SecurityError as exc:
             raise RenderError(f"template '{self.name}' tried something the sandbox forbids: {exc}",
                               code="template_security") from None
         except jinja2.exceptions.TemplateError as exc:
             raise RenderError(f"template '{self.name}' raised: {exc}", code="template_error") from None
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as exc:
             raise RenderError(f"template '{self.name}' failed: {type(exc).__name__}: {exc}",
                               code="template_error") from None

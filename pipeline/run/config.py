@@ -41,9 +41,16 @@ class ShapeConfig(_Section):
     drop_codes: list[str] = field(default_factory=list)  # filter records that have these issue codes
     min_tokens: int = 0
     max_tokens: int = 8192  # 0: no limit
-    trim: bool = True  # over max_tokens: trim whole call/result units from the end instead of dropping
     dedup: bool = True  # exact duplicates by canonical hash
     require_tool_calls: bool = False
+    # Sessions and long conversations (pipeline/run/fold.py, window.py).
+    # "longest": a conversation that is a prefix of another of its session is folded into it; "all": kept.
+    sessions: Literal["longest", "all"] = "longest"
+    # Rows held back at most (outside HTTP recordings) waiting for a longer conversation of their session.
+    session_window: Annotated[int, msgspec.Meta(ge=1)] = 256
+    # Over max_tokens: "trim" whole units from the end, "window" into several rows, or "drop".
+    long: Literal["trim", "window", "drop"] = "trim"
+    window_overlap: NonNegative = 1  # earlier call/result units repeated as masked context in each window
     # Near-duplicates: MinHash over the rendered text; a row this similar (Jaccard) to an earlier one is filtered.
     near_dedup: bool = False
     near_dedup_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.9
@@ -138,17 +145,26 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
             raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file '{path}' does not exist", code="no_config") from None
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, a binary file
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text (a binary file?)"
+            raise ConfigError(f"config file '{path}' cannot be read: {why}", code="bad_config") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file '{path}' is not valid TOML: {exc}", code="bad_config") from None
+    _renamed_keys(raw)
+    given: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")
-        raw.setdefault(section, {})[key] = value
+        given.setdefault(section, {})[key] = value
+    _renamed_keys(given)  # an override of an older key wins over the file's newer one, as any override does
+    for section, values in given.items():
+        raw.setdefault(section, {}).update(values)
     where = f"config {'file ' + repr(str(path)) if path else ''}"
     try:
         config = msgspec.convert(raw, JobConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{where}: {_explain(exc)}", code="bad_config") from None
     _check_scrub(config.scrub, where)
+    check_values(config, path)
     return config
 
 
@@ -159,6 +175,58 @@ def _check_scrub(scrub: ScrubConfig, where: str) -> None:
     if unknown:
         raise ConfigError(f"{where}: unknown detector '{unknown[0]}' in [scrub.actions] (detectors: "
                           f"{', '.join(DETECTORS)})", code="bad_config")
+
+
+# --- values the types allow but a run cannot honour: usage errors before any work ----------------
+
+_RANGES = {  # key: (lowest, highest)
+    "input.max_record_mb": (1, 4096),
+    "shape.min_tokens": (0, 1 << 31),
+    "shape.max_tokens": (0, 1 << 31),
+    "output.shard_size": (1, 1 << 31),
+    "run.workers": (0, 1024),
+    "run.batch_size": (1, 1 << 20),
+    "render.segment_cache_tokens": (0, 1 << 40),
+}
+
+
+def check_values(config: JobConfig, path: str | Path | None = None) -> None:
+    from ..formats import FORMATS
+    from ..ingest import INPUT_FORMATS, RECORD_SHAPES
+    from ..validate import RULES
+
+    where = f"config file '{path}': " if path else "config: "
+    for dotted, (low, high) in _RANGES.items():
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section), key)
+        if not low <= value <= high:
+            raise ConfigError(f"{where}{dotted} = {value} is out of range ({low:,} to {high:,})", code="bad_config")
+    choices = {"input.format": ("auto", *INPUT_FORMATS), "input.shape": ("auto", *RECORD_SHAPES),
+               "convert.to": ("", *FORMATS)}
+    for dotted, valid in choices.items():
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section), key)
+        if value not in valid:
+            raise ConfigError(f"{where}{dotted} = {value!r} is not one of: {', '.join(map(repr, valid))}",
+                              code="bad_config")
+    unknown = [code for code in config.shape.drop_codes if code not in RULES]
+    if unknown:
+        raise ConfigError(f"{where}shape.drop_codes: unknown code {', '.join(map(repr, unknown))}; "
+                          f"valid: {', '.join(RULES)}", code="bad_config")
+
+
+def _renamed_keys(raw: dict[str, Any]) -> None:
+    """Keys of older configs: `shape.trim = true|false` is `shape.long = "trim"|"drop"`."""
+    shape = raw.get("shape")
+    if isinstance(shape, dict) and "trim" in shape:
+        trim = shape.pop("trim")
+        if not isinstance(trim, bool):
+            raise ConfigError(f"shape.trim must be true or false (it means shape.long = \"trim\" | \"drop\"), "
+                              f"got {trim!r}", code="bad_config")
+        meant = "trim" if trim else "drop"
+        if shape.setdefault("long", meant) != meant:
+            raise ConfigError(f"shape.trim = {str(trim).lower()} and shape.long = {shape['long']!r} disagree: "
+                              "give shape.long alone", code="bad_config")
 
 
 def _explain(exc: msgspec.ValidationError) -> str:

@@ -46,6 +46,12 @@ class Item:
     error: SftprepError | None = None  # a read error carried from the reader
     minhash: Any = None  # the rendered row's MinHash signature, when [shape] near_dedup is on
     scrubbed: Any = None  # the scrub stage's Redactor: what it found, and the placeholders it gave
+    # Sessions and windows (fold.py, window.py): every row of a windowed conversation (`rendered` is the
+    # first); the session it belongs to and its rolling message digests; counted tallies (group, key, n).
+    windows: list | None = None
+    session: str = ""
+    chain: tuple[bytes, ...] = ()
+    shape_tallies: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def reject(item: Item, stage: str, code: str, message: str, path: str = "$", detail: dict | None = None) -> Item:
@@ -53,8 +59,8 @@ def reject(item: Item, stage: str, code: str, message: str, path: str = "$", det
     return item
 
 
-def drop(item: Item, stage: str, reason: str, message: str) -> Item:
-    item.outcome = Outcome("filtered", stage, reason, message)
+def drop(item: Item, stage: str, reason: str, message: str, detail: dict | None = None) -> Item:
+    item.outcome = Outcome("filtered", stage, reason, message, detail=detail)
     return item
 
 

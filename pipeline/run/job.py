@@ -15,8 +15,10 @@ from msgspec.structs import replace
 
 from ..ingest import RawRecord, expand_paths, iter_raw
 from .config import JobConfig, to_dict
-from .item import Item
+from .fold import Folder
+from .item import Item, drop
 from .local import Workers
+from .lock import OutputLock, remove_leftovers
 from .progress import Progress
 from .stages import Context
 from .split import Outputs
@@ -38,13 +40,19 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     """Run the job without its QA report (`pipeline.run_job` adds it when the config asks)."""
     started = time.perf_counter()
     paths = expand_paths(config.input.paths)  # missing inputs fail before any work
-    reporter = Progress(progress, sum(p.stat().st_size for p in paths))
-    out = ensure_dir(config.output.dir)
+    reporter = Progress(progress, sum(_size(p) for p in paths))
     config = resolved(config)
-    ctx = Context(config)
+    ctx = Context(config)  # unknown validation codes fail here, before any work
     renderer = ctx.renderer  # unknown template or tokenizer, or a misfit of the two, fails before any work
-    clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
+    out = ensure_dir(config.output.dir)
+    with OutputLock(out):  # a second run into this directory refuses here, before any work
+        clear_earlier_run(out)  # only now: a job that fails its checks leaves the earlier run whole
+        remove_leftovers(out)  # half files of a killed run
+        return _execute_into(out, paths, config, renderer, reporter, started)
 
+
+def _execute_into(out: Path, paths: list[Path], config: JobConfig, renderer, reporter: Progress,
+                  started: float) -> RunResult:
     stats = Stats()
     encoder = renderer.tokenizer.segment_encoder
     stats.tally("tokenizer_backend", encoder.fast.name if encoder.fast is not None else "hf")
@@ -63,35 +71,40 @@ def execute_job(config: JobConfig, *, progress: bool | None = None) -> RunResult
     if freeze:
         gc.freeze()
     try:
+        folder = Folder(config.shape.sessions, config.shape.session_window, stats)
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
             stats.merge(worker_stats)
             for item in items:
-                _finish(item, stats, writer, (rejects, filtered), seen_digests, near)
+                _dedup(item, stats, seen_digests, near)
+                for ready in folder.push(item):
+                    _finish(ready, stats, writer, (rejects, filtered))
             reporter.update(stats)
+        for ready in folder.close():
+            _finish(ready, stats, writer, (rejects, filtered))
         shards = writer.close()
-    except BaseException:
-        # Interrupted or failed: no half file stays behind (finished shards are whole).
-        rejects.abort()
-        filtered.abort()
+        rejects.close()
+        filtered.close()
         if near is not None:
-            near.file.abort()
-        writer.abort()
-        for partial in out.glob(".*.partial"):
-            partial.unlink(missing_ok=True)
+            near.file.close()
+        stats.tally("output", "shards", len(shards))
+        for key, count in writer.counts.items():
+            stats.tally("export", key, count)
+        write_json(out / "stats.json", stats.to_dict())
+        write_json(out / "config.json", to_dict(config))
+    except BaseException:
+        # Interrupted or failed (Ctrl-C, SIGTERM, the disk full): no half file stays behind (finished
+        # shards are whole), and cleaning up never raises over the error that stopped the run.
+        sinks = (rejects, filtered, *([near.file] if near is not None else []))
+        for abort in (*(sink.abort for sink in sinks), writer.abort, lambda: remove_leftovers(out)):
+            try:
+                abort()
+            except OSError:
+                pass
         reporter.done(stats)
         raise
     finally:
         if freeze:
             gc.unfreeze()
-    rejects.close()
-    filtered.close()
-    if near is not None:
-        near.file.close()
-    stats.tally("output", "shards", len(shards))
-    for key, count in writer.counts.items():
-        stats.tally("export", key, count)
-    write_json(out / "stats.json", stats.to_dict())
-    write_json(out / "config.json", to_dict(config))
     reporter.done(stats)
     return RunResult(stats, out, shards, time.perf_counter() - started)
 
@@ -117,9 +130,17 @@ def _batches(paths: list[Path], config: JobConfig, reporter: "Progress") -> Iter
             if len(batch) >= config.run.batch_size:
                 yield batch
                 batch = []
-        reporter.bytes_read += path.stat().st_size
+        reporter.bytes_read += _size(path)
     if batch:
         yield batch
+
+
+def _size(path: Path) -> int:
+    """For progress only: a file gone since it was listed is the reader's to report, not a crash here."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class _NearDedup:
@@ -142,8 +163,28 @@ class _NearDedup:
         return kept
 
 
-def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile],
-            seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
+def _dedup(item: Item, stats: Stats, seen: dict[str, str] | None, near: _NearDedup | None = None) -> None:
+    if item.outcome is not None:
+        return
+    dedup = stats.stages["dedup"]
+    dedup.seen += 1
+    if seen is not None and item.digest:
+        first = seen.get(item.digest)
+        if first is not None:
+            dedup.filtered["duplicate"] += 1
+            drop(item, "dedup", "duplicate", f"same content as {first}")
+            return
+        seen[item.digest] = item.source
+    if near is not None and item.minhash is not None:
+        kept = near.check(item)
+        if kept is not None:
+            dedup.filtered["near_duplicate_of"] += 1
+            drop(item, "dedup", "near_duplicate_of", f"{kept[2]:.0%} similar to {kept[1]}")
+            return
+    dedup.passed += 1
+
+
+def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, JsonlFile]) -> None:
     rejects, filtered = sinks
     if item.outcome is not None:
         o = item.outcome
@@ -154,33 +195,18 @@ def _finish(item: Item, stats: Stats, writer: Outputs, sinks: tuple[JsonlFile, J
                 reject["detail"] = o.detail
             rejects.write(reject)
         else:
-            filtered.write({"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message})
+            entry = {"source": item.source, "stage": o.stage, "reason": o.code, "message": o.message}
+            if o.detail is not None:  # a folded record's keeper
+                entry["detail"] = o.detail
+            filtered.write(entry)
         return
-    dedup = stats.stages["dedup"]
-    dedup.seen += 1
-    if seen is not None and item.digest:
-        first = seen.get(item.digest)
-        if first is not None:
-            dedup.filtered["duplicate"] += 1
-            filtered.write({"source": item.source, "stage": "dedup", "reason": "duplicate",
-                            "message": f"same content as {first}"})
-            return
-        seen[item.digest] = item.source
-    if near is not None and item.minhash is not None:
-        kept = near.check(item)
-        if kept is not None:
-            dedup.filtered["near_duplicate_of"] += 1
-            filtered.write({"source": item.source, "stage": "dedup", "reason": "near_duplicate_of",
-                            "message": f"{kept[2]:.0%} similar to {kept[1]}"})
-            return
-    dedup.passed += 1
     stats.stages["write"].seen += 1
-    writer.write(item.rendered)
-    for row in item.extra_rows:
+    for row in [*(item.windows or [item.rendered]), *item.extra_rows]:
         writer.write(row)
+        stats.tally("output", "rows")
     stats.stages["write"].passed += 1
-    for group, key in item.tallies:
-        stats.tally(group, key)
+    for group, key, *n in item.tallies:
+        stats.tally(group, key, *n)
 
 
 # --- engines --------------------------------------------------------------------------------------

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import queue
+import signal
 import sys
 import threading
 import traceback
@@ -17,6 +20,8 @@ from .item import Item
 from .stats import Stats
 from .worker import init_worker, work
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
 
 class Workers:
     """Worker processes, each fed over a pipe of its own by this thread alone: no pool threads and no
@@ -26,14 +31,20 @@ class Workers:
     so memory stays flat however large the input (or slow the writing) is."""
 
     def __init__(self, count: int, config: JobConfig):
-        context = multiprocessing.get_context(_start_method())
+        method = _start_method()
+        context = multiprocessing.get_context(method)
         self.connections: list[Any] = []
         self.processes: list[Any] = []
         self.finished = False
         try:
             for _ in range(count):
                 here, there = context.Pipe()
-                process = context.Process(target=_worker_main, args=(there, config), daemon=True)
+                # A forked child inherits this process's ends of every pipe, its own included: it must
+                # close them, or the parent's death never reaches it as end-of-file.
+                inherited = [*self.connections, here] if method == "fork" else []
+                parent = os.getpid() if method == "fork" else None  # forkserver: the server is the parent
+                process = context.Process(target=_worker_main, args=(there, config, inherited, parent),
+                                          daemon=True)
                 process.start()
                 there.close()
                 self.connections.append(here)
@@ -95,9 +106,13 @@ def _start_method() -> str:
     return "forkserver" if sys.platform != "win32" else "spawn"
 
 
-def _worker_main(connection: Any, config: JobConfig) -> None:
+def _worker_main(connection: Any, config: JobConfig, inherited: list[Any], parent: int | None) -> None:
     """A worker's life: batches in, (ok, result or exception) out, until the stop signal. A thread takes
-    batches off the pipe as they arrive, so the parent never waits on a worker busy sending a result."""
+    batches off the pipe as they arrive, so the parent never waits on a worker busy sending a result.
+    The worker ends with its parent, however the parent ends (SIGKILL included)."""
+    for end in inherited:
+        end.close()
+    _die_with_parent(parent)
     init_worker(config, ignore_interrupt=True, own_process=True)
     inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
 
@@ -105,8 +120,8 @@ def _worker_main(connection: Any, config: JobConfig) -> None:
         try:
             while True:
                 inbox.put(connection.recv_bytes())
-        except (EOFError, OSError):  # the parent went away
-            inbox.put(b"")
+        except (EOFError, OSError):  # the parent went away: nobody wants the batch at hand
+            os._exit(0)
 
     threading.Thread(target=receive, daemon=True).start()
     while data := inbox.get():
@@ -118,6 +133,19 @@ def _worker_main(connection: Any, config: JobConfig) -> None:
             connection.send_bytes(ForkingPickler.dumps(reply))
         except (BrokenPipeError, OSError):
             return
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """On Linux, have the kernel kill this process when its parent dies (the pipe's end-of-file covers
+    the rest, a batch later). A parent already gone before the request took effect: exit now."""
+    if sys.platform == "linux":
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)
 
 
 def _picklable(exc: Exception) -> Exception:

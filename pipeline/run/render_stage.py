@@ -6,16 +6,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-import orjson
 from msgspec import structs
 from msgspec.structs import replace
 
-from ..conversation import Conversation, ToolCall, ToolResult, iter_blocks
+from .. import jsonpolicy
+from ..conversation import Conversation, ToolCall, iter_blocks
 from ..errors import ConfigError, SftprepError
 from .config import RenderConfig, ShapeConfig
 from .exports import build as build_exports
 from .exports import rendered_chat
 from .item import conversation_json, drop
+from .shape_columns import shape_columns
+from .window import closed_points
 
 
 def render_settings(config: RenderConfig):
@@ -56,13 +58,18 @@ class Renderer:
 
         return render_buffers(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
 
-    def render_item(self, item, shape: ShapeConfig):
-        """Render, apply the token limits (trimming whole units when allowed), and build the row."""
+    def render_item(self, item, shape: ShapeConfig, export=None):
+        """Render, apply the token limits (trimming whole units or windowing, as `shape.long` says), and
+        build the row (rows, for windows). `export` gives a window its own [convert] body."""
         conv = item.conversation
         rendered, *buffers = self.render_buffers(conv)
         if shape.max_tokens and len(rendered.input_ids) > shape.max_tokens:
-            if not shape.trim:
+            if shape.long == "drop":
                 return drop(item, "render", "too_long", f"{len(rendered.input_ids)} tokens > max_tokens")
+            if shape.long == "window":
+                from .window_rows import window_item
+
+                return window_item(self, item, shape, export)
             trimmed = self._trim(conv, shape.max_tokens)
             if trimmed is None:
                 return drop(item, "render", "too_long_untrimmable",
@@ -126,7 +133,9 @@ class Renderer:
                 hi = mid - 1
         return best
 
-    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None) -> dict[str, Any]:
+    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None, *,
+            window: tuple[int, int] = (0, 1), row_id: str | None = None, export: Any = None) -> dict[str, Any]:
+        """The row; a window of a long conversation gives (index, count), its own id and export."""
         # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
         # to the parent as buffers, turned into Arrow columns without a Python object per token.
         if buffers:
@@ -139,7 +148,7 @@ class Renderer:
         exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
         ledger = item.ledger
         row = {
-            "id": item.digest,
+            "id": row_id or item.digest,
             "source": item.source,
             "source_format": conv.meta.provider,
             "shape": conv.meta.shape,
@@ -158,8 +167,10 @@ class Renderer:
             "conversation": conversation_json(conv),
             "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([_ledger_row(e) for e in ledger]),
-            "export": _json(item.export) if item.export is not None else None,
+            "export": _json(export) if export is not None else (_json(item.export) if item.export is not None
+                                                                 else None),
             "reasoning_row": None,  # JSON under past_reasoning="expand": which case made this row
+            **shape_columns(item, rendered, conv, window),
         }
         if exports is not None:
             row["exports"] = exports  # the parent writes them to the export files, not the row
@@ -169,17 +180,7 @@ class Renderer:
 def cut_points(conv: Conversation) -> list[int]:
     """Message counts k such that messages[:k] ends on an assistant turn and no call in it waits for
     a result outside it: trimming there never separates a call from its result."""
-    open_calls: set[str] = set()
-    cuts = []
-    for k, message in enumerate(conv.messages, start=1):
-        for block in message.blocks:
-            if isinstance(block, ToolCall):
-                open_calls.add(block.id)
-            elif isinstance(block, ToolResult) and block.call_id is not None:
-                open_calls.discard(block.call_id)
-        if message.role == "assistant" and not open_calls:
-            cuts.append(k)
-    return cuts
+    return [k for k, message, closed in closed_points(conv) if closed and message.role == "assistant"]
 
 
 def _issue(issue) -> dict[str, Any]:
@@ -190,7 +191,7 @@ def _issue(issue) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    return jsonpolicy.dumps(value).decode()
 
 
 def _ledger_row(entry) -> dict:

@@ -8,10 +8,11 @@ import re
 from typing import Any, Callable
 
 from ..conversation import Conversation, ToolCall, iter_blocks
-from ..errors import SftprepError
+from ..errors import InternalError, SftprepError
 from ..ledger import LedgerEntry
 from ..ingest import RawRecord, expand, parse_record
 from ..validate import RULES, Issue, ValidateConfig, validate
+from . import fold
 from .config import JobConfig
 from .item import Item, content_digest, drop, reject
 from .stats import Stats
@@ -111,10 +112,16 @@ def shape_stage(item: Item, ctx: Context) -> Item:
 
 
 def render_stage(item: Item, ctx: Context) -> Item:
+    export = (lambda conv: _export(conv, ctx)) if ctx.config.convert.to else None
     try:
-        return ctx.renderer.render_item(item, ctx.config.shape)
+        ctx.renderer.render_item(item, ctx.config.shape, export)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
+    if item.outcome is None:  # folding compares what the row holds (after trimming)
+        links = fold.chain(item.conversation, None if ctx.config.shape.sessions == "longest" else 1)
+        item.session = fold.session_id(item.source, links)
+        item.chain = links if ctx.config.shape.sessions == "longest" else ()
+    return item
 
 
 def near_dedup_stage(item: Item, ctx: Context) -> Item:
@@ -127,18 +134,20 @@ def near_dedup_stage(item: Item, ctx: Context) -> Item:
 
 
 def export_stage(item: Item, ctx: Context) -> Item:
-    target = ctx.config.convert.to
-    if not target:
+    if not ctx.config.convert.to:
         return item
-    from .. import formats
-
     try:
-        item.export, entries = formats.serialize(item.conversation, target, shape="request",
-                                                 strict=ctx.config.run.strict)
+        item.export, entries = _export(item.conversation, ctx)
     except SftprepError as exc:
         return reject(item, "render", exc.code, exc.message, exc.path)
     item.ledger.extend(entries)
     return item
+
+
+def _export(conv: Conversation, ctx: Context):
+    from .. import formats
+
+    return formats.serialize(conv, ctx.config.convert.to, shape="request", strict=ctx.config.run.strict)
 
 
 WORKER_STAGES: tuple[tuple[str, tuple[Callable[[Item, Context], Item], ...]], ...] = (
@@ -155,14 +164,17 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
     """Worker side: every record (decoded and split here when the reader deferred it) through
     read..render. Counts each stage's in/passed/rejected/filtered."""
     stats = Stats()
-    items = [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
-             for deferred in raws for raw in expand(deferred)]
+    items = [item for deferred in raws for item in _items(deferred)]
     for item in items:
         for name, steps in WORKER_STAGES:
             counts = stats.stages[name]
             counts.seen += 1
             for step in steps:
-                step(item, ctx)
+                try:
+                    step(item, ctx)
+                except Exception as exc:  # one record's surprise never stops the run: it is a reject
+                    error = InternalError(exc, stage=name)
+                    reject(item, name, error.code, error.message, error.path, error.detail())
                 if item.outcome is not None:
                     break
             if item.outcome is not None:
@@ -176,7 +188,7 @@ def run_stages(raws: list[RawRecord], ctx: Context) -> tuple[list[Item], Stats]:
     return items, stats
 
 
-def _tallies(item: Item) -> list[tuple[str, str]]:
+def _tallies(item: Item) -> list[tuple]:
     """What a record adds to the run's tallies; the parent counts it only once the record is written,
     so tallies describe the written set (duplicates excluded)."""
     conv = item.conversation
@@ -187,7 +199,18 @@ def _tallies(item: Item) -> list[tuple[str, str]]:
         applied = [e for e in item.ledger if e.kind == "redacted"]
         out += [("redacted", e.detector) for e in applied]
         out += [("redacted_in", e.reason.rpartition(" in ")[2]) for e in applied]
-    return out
+    return out + item.shape_tallies
+
+
+def _items(deferred: RawRecord) -> list[Item]:
+    """The items of one record as read: decoded, and split when it is an HTTP recording."""
+    try:
+        return [Item(raw.source, raw.value if raw.error is None else _undecoded(raw), error=raw.error)
+                for raw in expand(deferred)]
+    except Exception as exc:
+        error = InternalError(exc, stage="read")
+        return [reject(Item(deferred.source, _undecoded(deferred)), "read", error.code, error.message,
+                       error.path, error.detail())]
 
 
 def _undecoded(raw: RawRecord) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-STAGES = ("read", "parse", "validate", "scrub", "shape", "render", "dedup", "write")
+STAGES = ("read", "parse", "validate", "scrub", "shape", "render", "dedup", "fold", "write")
 
 
 class StageCounts:
@@ -61,6 +61,11 @@ class Stats:
     def filtered(self) -> int:
         return sum(sum(c.filtered.values()) for c in self.stages.values())
 
+    @property
+    def internal_errors(self) -> int:
+        """Records rejected by an unexpected exception (code internal_error): bugs to report."""
+        return sum(c.rejected.get("internal_error", 0) for c in self.stages.values())
+
     def balanced(self) -> bool:
         return self.read == self.written + self.rejected + self.filtered
 
@@ -85,5 +90,6 @@ class Stats:
         return stats
 
     def summary_line(self) -> str:
-        return (f"read {self.read}, written {self.written}, rejected {self.rejected}, "
+        internal = f" ({self.internal_errors} internal errors: see rejects.jsonl)" if self.internal_errors else ""
+        return (f"read {self.read}, written {self.written}, rejected {self.rejected}{internal}, "
                 f"filtered {self.filtered}" + ("" if self.balanced() else "  (UNBALANCED)"))

@@ -22,6 +22,9 @@ def init_worker(config: JobConfig, ignore_interrupt: bool = False, own_process: 
         # Ctrl-C reaches the whole process group: the parent alone handles it, stopping the pool;
         # a worker dying mid-task would leave the parent waiting for its result.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # A forked worker inherits the command's SIGTERM handler; the parent stops workers with
+        # SIGTERM, which must end them at once, not raise inside a batch.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _context = Context(config)
     if own_process:
         # The tokenizer, template and modules live as long as the worker: keep the cyclic garbage

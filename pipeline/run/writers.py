@@ -14,6 +14,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import jsonpolicy
 from ..errors import ConfigError
 from .features import json_array, with_features
 
@@ -42,7 +43,15 @@ SCHEMA = with_features(pa.schema([
     ("ledger", pa.string()),  # JSON: what rendering or export could not carry
     ("export", pa.string()),  # JSON: the [convert] target body, or null
     ("reasoning_row", pa.string()),  # JSON under past_reasoning="expand": case, row, rows, messages, trained
+    # sessions and windows (fold.py, window.py)
+    ("session", pa.string()),  # the session's id: rows sharing it are branches of one session
+    ("folded", pa.int32()),  # records folded into this row (prefixes of it, filtered as prefix_of)
+    ("window", pa.int32()),  # this row's index among the windows of its conversation (0 when not windowed)
+    ("windows", pa.int32()),  # windows of its conversation (1 when not windowed)
+    ("role_tokens", pa.string()),  # JSON: tokens by ROLE_KEYS
 ]))
+# role_tokens: instructions, tool definitions, user and assistant turns, tool results, template scaffolding
+ROLE_KEYS = ("system", "tools", "user", "assistant", "tool", "template")
 # Derived from a row's ids and mask when the row does not carry them.
 _DERIVED = ("labels", "attention_mask")
 
@@ -84,7 +93,7 @@ def ensure_dir(path: str | Path) -> Path:
 ROW_GROUP_ROWS = 256
 ROW_GROUP_TOKENS = 1_000_000
 # Dictionary encoding only where values repeat (it costs more than it saves on token ids).
-_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger"]
+_DICTIONARY_COLUMNS = ["source_format", "shape", "template", "tokenizer", "tools", "issues", "ledger", "session"]
 
 
 class ShardWriter:
@@ -113,7 +122,7 @@ class ShardWriter:
         else:
             if any(name not in row for name in _DERIVED):
                 row = {name: row[name] if name not in _DERIVED else _derived(name, row) for name in SCHEMA.names}
-            self._sink.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            self._sink.write(jsonpolicy.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         self.in_shard += 1
         if self.in_shard >= self.shard_size:
             self._close_shard()
@@ -218,7 +227,7 @@ class JsonlFile:
         self.handle = open(self.tmp, "wb")
 
     def write(self, obj: Any) -> None:
-        self.handle.write(orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        self.handle.write(jsonpolicy.dumps(obj, option=orjson.OPT_NON_STR_KEYS) + b"\n")
 
     def close(self) -> None:
         self.handle.close()
@@ -231,5 +240,5 @@ class JsonlFile:
 
 def write_json(path: Path, obj: Any) -> None:
     tmp = atomic_path(path)
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    tmp.write_bytes(jsonpolicy.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     os.replace(tmp, path)

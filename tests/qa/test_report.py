@@ -97,7 +97,8 @@ def test_accounting(run_dir):
     assert t.reject_lines == len(raw.rejects) == records["rejected"]
     assert t.read == t.written + t.rejected + t.filtered
     assert report.status == "ok" and report.notes == []
-    assert [s.name for s in report.stages] == ["read", "parse", "validate", "scrub", "shape", "render", "dedup", "write"]
+    assert [s.name for s in report.stages] == ["read", "parse", "validate", "scrub", "shape", "render", "dedup", "fold",
+                                               "write"]
     for stage in report.stages:
         expected = raw.stats["stages"][stage.name]
         assert (stage.seen, stage.passed) == (expected["in"], expected["passed"])
@@ -406,7 +407,8 @@ def test_duplicates_with_dedup_on_and_off(tmp_path):
     for name in ("a.jsonl", "b.jsonl"):
         (twice / name).write_bytes((DATA / "openai_chat.jsonl").read_bytes())
     on = run([twice], tmp_path / "on")
-    off = run([twice], tmp_path / "off", **{"shape.dedup": False})
+    # (sessions = "all": folding would take the copies as conversations equal to one of their session)
+    off = run([twice], tmp_path / "off", **{"shape.dedup": False, "shape.sessions": "all"})
     raw_on, raw_off = Raw(on), Raw(off)
     ids = [row["id"] for row in raw_off.rows]
     assert len(ids) == 2 * len(raw_on.rows) > 0

@@ -23,7 +23,8 @@ def _row(k: int, *, arrays: bool) -> dict:
            "num_tokens": n, "num_trained_tokens": sum(mask), "num_messages": 2, "num_tool_calls": k % 2,
            "trimmed": False, "messages": json.dumps([{"role": "user", "content": f"q{k} ü"}]), "tools": "[]",
            "conversation": "{}", "issues": "[]", "ledger": "[]", "export": None if k % 3 else "{}",
-           "reasoning_row": None}
+           "reasoning_row": None,
+           "session": f"s{k // 4}", "folded": k % 2, "window": 0, "windows": 1, "role_tokens": "{}"}
     if arrays:
         row["input_ids"] = np.array(ids, dtype=np.int32)
         row["labels"] = np.array(labels, dtype=np.int32)

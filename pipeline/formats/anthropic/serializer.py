@@ -10,6 +10,7 @@ import orjson
 from msgspec import UNSET
 from msgspec.structs import replace
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Tool, ToolCall
 from ...errors import ShapeError
 from ...ledger import Ledger
@@ -284,7 +285,7 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
     if meta.response_id is not None:
         body["id"] = meta.response_id
     elif "id" not in own:
-        digest = hashlib.blake2b(orjson.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=12).hexdigest()
+        digest = hashlib.blake2b(jsonpolicy.dumps(content, option=orjson.OPT_SORT_KEYS), digest_size=12).hexdigest()
         body["id"] = f"msg_{digest}"
         ledger.add("synthesized", "$.meta.response_id", "response had no id; wrote one derived from its content")
     if meta.model is not None:

@@ -7,9 +7,9 @@ import base64
 import binascii
 from typing import Any, assert_never
 
-import orjson
 from msgspec import UNSET
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from ..base import ANTHROPIC_ID, ledger_result_name, outgoing_id
@@ -204,7 +204,7 @@ class BlockWriter:
             items.insert(k, item)
         if block.output is not UNSET:
             self.ledger.add("folded", f"{path}.output", "anthropic results have no structured output: written as JSON text")
-            items.append({"type": "text", "text": orjson.dumps(block.output).decode()})
+            items.append({"type": "text", "text": jsonpolicy.dumps(block.output).decode()})
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id}
         ledger_result_name(self.ledger, path, block, NAME)
         shape = form.get("content")

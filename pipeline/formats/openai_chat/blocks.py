@@ -6,12 +6,11 @@ Parsing raises only ParseError with the JSON path; writing reports every diverge
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import msgspec
 from msgspec import UNSET
 
+from ... import jsonpolicy
 from ...conversation import Media, Opaque, Reasoning, Text
 from ...errors import ParseError
 from ...ledger import Ledger
@@ -311,31 +310,10 @@ def thinking_part(block: Reasoning) -> dict:
 
 # --- shared by parse and write ----------------------------------------------------------------
 
-_JSON = msgspec.json.Decoder()  # exact big integers, unlike orjson (which turns them into floats)
-
-
 def loads(raw: str) -> tuple[Any, bool]:
-    try:
-        return _JSON.decode(raw), True
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
-        pass
-    except RecursionError:
-        return UNSET, False  # nested past any sane depth: the raw string stays the truth
-    try:  # valid JSON that msgspec refuses, such as escaped lone surrogates
-        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite), True
-    except (ValueError, RecursionError):
-        return UNSET, False
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} overflows a double")
-    return value
+    """A call's arguments string decoded by the project's JSON policy (exact big integers, no lone
+    surrogates, bounded depth); (UNSET, False) when refused: the raw string stays the truth."""
+    return jsonpolicy.parse_or_unset(raw, UNSET)
 
 
 def default_mode(content: list | tuple, role: str, has_calls: bool) -> str:

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, assert_never
 
-import orjson
 from msgspec import UNSET
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from ..base import ledger_result_name
@@ -268,10 +267,7 @@ class Writer:
             return "{}"
         if (call.form.get(NAME) or {}).get("object_arguments"):
             return call.arguments
-        try:
-            return orjson.dumps(call.arguments).decode()
-        except TypeError:
-            return json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        return jsonpolicy.dumps_text(call.arguments)
 
     def call_id(self, call: ToolCall, path: str, taken: set[str]) -> str:
         """The id written on a call; `taken` holds the ids already written in the same message."""
@@ -330,10 +326,7 @@ class Writer:
             # Gemini's convention for a plain result ({"output": text}): the text is the result.
             parts.append(Text(result.output["output"]))
         elif result.output is not UNSET:
-            try:
-                text = orjson.dumps(result.output).decode()
-            except TypeError:
-                text = json.dumps(result.output, ensure_ascii=False)
+            text = jsonpolicy.dumps_text(result.output)
             parts.append(Text(text))
             ledger.add("folded", path, "structured tool output written as JSON text")
         if result.is_error:

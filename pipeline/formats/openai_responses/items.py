@@ -18,11 +18,11 @@ Semantic data without a canonical field (phase, annotations, caller, namespace, 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
 from msgspec import UNSET
+
+from ... import jsonpolicy
 
 NAME = "openai-responses"
 MAX_CALL_ID = 64  # the API rejects longer call_id values (string_above_max_length)
@@ -78,15 +78,4 @@ def item_side(item: dict, item_type: str) -> str:
 
 
 def parse_json_arguments(raw: str) -> tuple[Any, bool]:
-    try:
-        return orjson.loads(raw), True
-    except orjson.JSONDecodeError:
-        pass
-    try:  # orjson refuses integers beyond 64 bits; the stdlib parser does not (but refuses NaN here)
-        return json.loads(raw, parse_constant=_refuse_constant), True
-    except (ValueError, RecursionError):
-        return UNSET, False
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)
+    return jsonpolicy.parse_or_unset(raw, UNSET)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-import orjson
 from msgspec import UNSET
 
+from ... import jsonpolicy
 from ...conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from ..base import ledger_result_name, outgoing_id
@@ -337,7 +337,7 @@ class Writer:
         if block.kind == "custom":
             value = block.arguments
             if not isinstance(value, str):
-                value = block.raw_arguments if block.raw_arguments is not None else orjson.dumps(value).decode()
+                value = block.raw_arguments if block.raw_arguments is not None else jsonpolicy.dumps(value).decode()
                 self.ledger.add("folded", path, "custom tool input must be a string: arguments written as JSON text")
             item = {"type": "custom_tool_call", "call_id": call_id, "name": block.name, "input": value}
         else:
@@ -357,7 +357,7 @@ class Writer:
         if block.arguments is UNSET:
             self.ledger.add("synthesized", path, "call without arguments: '{}' written")
             return "{}"
-        return orjson.dumps(block.arguments).decode()
+        return jsonpolicy.dumps(block.arguments).decode()
 
     def result(self, block: ToolResult, path: str) -> dict:
         form = own(block.form) or {}
@@ -395,9 +395,9 @@ class Writer:
         if block.output is not UNSET:
             self.ledger.add("folded", path, "structured tool output written as JSON text")
             if not content:
-                return orjson.dumps(block.output).decode()
+                return jsonpolicy.dumps(block.output).decode()
             # Beside text or media, the JSON becomes the first text part: nothing is lost.
-            content = (Text(orjson.dumps(block.output).decode()), *content)
+            content = (Text(jsonpolicy.dumps(block.output).decode()), *content)
         if not content:
             return [] if as_string is False else ""
         if len(content) == 1 and isinstance(content[0], Text) and (as_string or own(content[0].form) is None) \

@@ -16,7 +16,6 @@ it never has to be in memory as one string.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
+from ... import jsonpolicy
 from ...conversation import Conversation, ToolResult
 from ...errors import InputError, ParseError
 from ...formats import anthropic
@@ -161,6 +161,8 @@ class _Reader:
 
     def event(self, event: dict, line: int) -> None:
         kind = event.get("type")
+        if not isinstance(kind, str):
+            kind = None  # a list or an object where the type goes: an event of no known type
         if isinstance(event.get("timestamp"), str):
             self.timestamps.append(event["timestamp"])
         if kind not in MESSAGE_TYPES:
@@ -285,9 +287,9 @@ def read_session(lines: Iterable[tuple[int, str]], source: str) -> SessionResult
             raise InputError(f"line is not a JSON object: {broken[1]}", source=reader.where(broken[0]),
                              code="invalid_line")
         try:
-            event = json.loads(text)
-        except json.JSONDecodeError as exc:
-            broken = (number, f"{exc.msg} (column {exc.colno})")
+            event = jsonpolicy.loads(text)
+        except jsonpolicy.JsonPolicyError as exc:
+            broken = (number, str(exc))
             continue
         if not isinstance(event, dict):
             broken = (number, f"a JSON {type(event).__name__}, not an object")
@@ -309,7 +311,7 @@ def detect_session(first_lines: Iterable[str]) -> bool:
             if not text.strip():
                 continue
             try:
-                event = json.loads(text)
+                event = jsonpolicy.loads(text)
             except ValueError:
                 continue
             if not isinstance(event, dict):

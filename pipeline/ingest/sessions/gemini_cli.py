@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Meta, Reasoning, Text, ToolCall, ToolResult
 from ...errors import InputError, ParseError
 from ..blocks import Calls, media
@@ -77,7 +78,7 @@ def _document(path: str | Path, limit: int) -> Recording:
     if len(data) > limit:
         raise InputError(f"recording is over the limit of {limit:,} bytes", source=f"{path}:1", code="record_too_large")
     try:
-        value = orjson.loads(data)
+        value = jsonpolicy.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc}", source=f"{path}:1", code="invalid_json") from None
     messages = value.get("messages") if isinstance(value, dict) else None

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Message, Meta, Reasoning, Text
 from ...errors import InputError, ParseError
 from ..blocks import Calls, media
@@ -81,7 +82,7 @@ def _load(archive: zipfile.ZipFile, name: str, limit: int) -> Any:
     if info.file_size > limit:
         raise InputError(f"{name} is {info.file_size:,} bytes, over the limit of {limit:,}", code="record_too_large")
     try:
-        return orjson.loads(archive.read(name))
+        return jsonpolicy.loads(archive.read(name))
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{name} is not valid JSON: {exc}", code="invalid_json") from None
     except (zipfile.BadZipFile, OSError) as exc:
@@ -97,7 +98,7 @@ def _document(path: str | Path, limit: int) -> Iterator[RawRecord]:
                                                  "read sample by sample)", source=source, code="record_too_large"))
         return
     try:
-        log = orjson.loads(data)
+        log = jsonpolicy.loads(data)
     except orjson.JSONDecodeError as exc:
         yield RawRecord(source, None, InputError(f"invalid JSON: {exc}", source=source, code="invalid_json"))
         return

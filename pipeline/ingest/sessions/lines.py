@@ -8,6 +8,7 @@ from typing import Iterator, NamedTuple
 
 import orjson
 
+from ... import jsonpolicy
 from ..readers import open_bytes
 
 
@@ -46,7 +47,7 @@ def json_lines(path: str | Path, limit: int) -> Iterator[Line]:
 
 def _decode(number: int, data: bytes) -> Line:
     try:
-        value = orjson.loads(data)
+        value = jsonpolicy.loads(data)
     except orjson.JSONDecodeError as exc:
         return Line(number, None, f"invalid JSON: {exc}")
     if not isinstance(value, dict):
@@ -65,7 +66,7 @@ def first_objects(path: str | Path, count: int = 4) -> list[dict]:
                     break
                 if data.strip():
                     try:
-                        value = orjson.loads(data)
+                        value = jsonpolicy.loads(data)
                     except orjson.JSONDecodeError:
                         continue
                     if isinstance(value, dict):

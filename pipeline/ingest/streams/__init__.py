@@ -14,10 +14,10 @@ in `pipeline.formats` then parse. A stream cut short or corrupt is an `InputErro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from ... import jsonpolicy
 from ...errors import ConfigError, InputError, ShapeError
 from . import anthropic, gemini, openai_chat, openai_responses
 from .base import provider_error
@@ -124,7 +124,7 @@ def _peek(stream: Any) -> list[Any]:
     for line in stream.splitlines():
         line = line.strip().removeprefix("data:").strip().lstrip("[").rstrip(",]")
         try:
-            value = json.loads(line)
+            value = jsonpolicy.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):

@@ -7,9 +7,9 @@ merged in. Several messages in one log (an agent loop logged as one file) are se
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
+from ... import jsonpolicy
 from .base import Exchange, invalid, need_dict, need_int, need_str, own, provider_error, truncated
 from .framing import DONE, Event
 
@@ -124,8 +124,8 @@ class _Message:
         if not raw.strip():
             return  # no fragments: the start block's input ({} for a call without arguments) stands
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            value = jsonpolicy.loads(raw)
+        except jsonpolicy.JsonPolicyError as exc:
             raise invalid(event, f"the input of {self.blocks[index].get('type')} block {index} is not valid JSON "
                                  f"once its fragments are joined: {exc.msg} (column {exc.colno})") from None
         if not isinstance(value, dict):

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ... import jsonpolicy
 from ...errors import InputError
 
 Framing = Literal["sse", "json-array", "json-lines", "chunks"]
@@ -89,8 +90,8 @@ def _parse(payload: str, index: int, line: int, last: bool) -> Any:
     if payload.strip() == "[DONE]":
         return DONE
     try:
-        return json.loads(payload)
-    except json.JSONDecodeError as exc:
+        return jsonpolicy.loads(payload)
+    except jsonpolicy.JsonPolicyError as exc:
         # The last event broken means the log was cut mid-event; anywhere else the log is corrupt.
         code = "truncated_stream" if last else "invalid_stream"
         what = "cut off inside its JSON" if last else "not valid JSON"
@@ -142,15 +143,15 @@ def _unjoin(name: str | None, data: list[tuple[int, str]], cut: bool) -> list[tu
     if len(data) == 1:
         return whole
     try:
-        json.loads(joined)
+        jsonpolicy.loads(joined)
         return whole
-    except json.JSONDecodeError:
+    except jsonpolicy.JsonPolicyError:
         pass
     for i, (_, value) in enumerate(data):
         if value.strip() != "[DONE]":
             try:
-                json.loads(value)
-            except json.JSONDecodeError:
+                jsonpolicy.loads(value)
+            except jsonpolicy.JsonPolicyError:
                 if not (cut and i == len(data) - 1):
                     return whole
     return [(line, None, value) for line, value in data]
@@ -181,8 +182,9 @@ def _split_array(text: str) -> tuple[Event, ...]:
             return tuple(events)
         line = text.count("\n", 0, pos) + 1
         try:
-            value, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
+            _, end = decoder.raw_decode(text, pos)  # where the chunk ends; the policy decodes it
+            value = jsonpolicy.loads(text[pos:end])
+        except json.JSONDecodeError as exc:  # JsonPolicyError included
             cut = not text.rstrip().endswith("]")
             raise InputError(f"chunk starting on line {line} is {'cut off' if cut else 'not valid JSON'}: {exc.msg}",
                              path=f"$.events[{len(events)}]",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-import orjson
 
+from ... import jsonpolicy
 from ...conversation import Conversation
 from ...errors import ParseError, ShapeError, SftprepError
 from . import langfuse, langsmith, openinference, otel_genai, otlp_logs, otlp_proto
@@ -53,7 +53,7 @@ def split(value: Any) -> Iterator[tuple[str, Any, Any]]:
 
 def span_bytes(span: Any) -> bytes:
     """A span that could not be decoded, for the rejects file (as the reader keeps undecodable bytes)."""
-    return orjson.dumps(span)[:65536]
+    return jsonpolicy.dumps(span)[:65536]
 
 
 def dialect(record: SpanRecord) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import msgspec
 import orjson
 
+from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Text, Tool
 from ...errors import ParseError
 from ..blocks import Calls, json_attribute, media
@@ -188,7 +189,7 @@ def _tools(value: Any, path: str) -> tuple[Tool, ...]:
         schema = (item.get("tool") or {}).get("json_schema") if isinstance(item, dict) else None
         if isinstance(schema, str):
             try:
-                schema = orjson.loads(schema)
+                schema = jsonpolicy.loads(schema)
             except orjson.JSONDecodeError as exc:
                 raise ParseError(f"tool.json_schema is not valid JSON: {exc}", path=f"{path}[{i}]",
                                  code="invalid_attribute_json") from None

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ... import jsonpolicy
 from ...conversation import Message, Opaque, Text
 from ...errors import ParseError
 from ..blocks import Calls
@@ -63,7 +64,7 @@ def _fields(attrs: dict, path: str) -> dict:
 def _decoded(value: Any, path: str) -> Any:
     if isinstance(value, str) and value[:1] in "[{":
         try:
-            return orjson.loads(value)
+            return jsonpolicy.loads(value)
         except orjson.JSONDecodeError as exc:
             raise ParseError(f"event field is not valid JSON: {exc}", path=path, code="invalid_attribute_json") from None
     return value

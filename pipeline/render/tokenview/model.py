@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from ...conversation import Conversation
+from ...display import visible
 from ...errors import RenderError, SftprepError
 from ..rendered import Rendered, Span, spans_json
 from ..tokenizers import Tokenizer
@@ -100,30 +101,6 @@ def build_view(rendered: Rendered, tokenizer: Tokenizer, conv: Conversation | No
             role = conv.messages[span.message].role
         rows.append(Row(span, span_label(span), role, tuple(cells[span.token_start:span.token_end])))
     return View(rendered, tuple(rows))
-
-
-_CONTROL = {"\t": "⇥", "\r": "␍", "\x7f": "␡"}
-
-
-def visible(text: str) -> str:
-    """Text as shown: a newline as ↵ followed by the line break, control and bidi-override characters
-    as symbols or escapes, everything else as is."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("↵\n")
-        elif ch in _CONTROL:
-            out.append(_CONTROL[ch])
-        elif code < 0x20:
-            out.append(chr(0x2400 + code))  # ␀..␟
-        elif 0x80 <= code < 0xA0 or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)  # other non-printables (zero-width, private use) are harmless to show
-    return "".join(out)
 
 
 def _shown(cell: Cell) -> str:

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ... import jsonpolicy
 from ..features import json_array, with_features
 from ..writers import JsonlFile, atomic_path, write_json
 from .sharegpt import dataset_info
@@ -35,7 +35,7 @@ class TrlFile:
             self._flush()
 
     def _flush(self) -> None:
-        arrays = [json_array([orjson.dumps(row[name]).decode() for row in self.rows]) for name in self.columns]
+        arrays = [json_array([jsonpolicy.dumps_text(row[name]) for row in self.rows]) for name in self.columns]
         self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         self.rows = []
 
