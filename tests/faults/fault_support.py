@@ -32,6 +32,14 @@ ANTHROPIC = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
     "tools": [{"name": "f", "input_schema": {"type": "object"}}]}
 
 # A user template (ChatML-shaped, without generation markers) and a record it renders.
+
+
+def chat_variant(i: int) -> dict:
+    """CHAT asking about another day: distinct content, so neither dedup nor session folding merges them."""
+    messages = [dict(CHAT["messages"][0], content=f"Weather in Oslo on day {i}?"), *CHAT["messages"][1:]]
+    return dict(CHAT, messages=messages)
+
+
 CHATML_LIKE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 PLAIN = {"messages": [{"role": "user", "content": "yo"}, {"role": "assistant", "content": "hey"}]}

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from fault_support import ANTHROPIC, CHAT, clean, jsonl, run_job, run_outputs, sftprep, sftprep_process
+from fault_support import ANTHROPIC, CHAT, chat_variant, clean, jsonl, run_job, run_outputs, sftprep, sftprep_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,7 +116,7 @@ def test_stdout_full_or_closed_is_a_clean_error(tmp_path, command):
 
 
 def test_the_disk_full_mid_run_is_a_clean_error_without_half_files(tmp_path, monkeypatch):
-    src = jsonl(tmp_path / "in.jsonl", *(dict(CHAT, model=f"m{i}") for i in range(5)))
+    src = jsonl(tmp_path / "in.jsonl", *(chat_variant(i) for i in range(5)))
     real = ShardWriter.write
     written = []
 

@@ -46,8 +46,8 @@ def test_run_turns_a_stage_bug_into_one_internal_error_reject(tmp_path, three, m
         from pipeline.run.render_stage import Renderer
 
         real = Renderer.render_item
-        monkeypatch.setattr(Renderer, "render_item", lambda self, item, shape: (
-            1 / 0 if BOMB in json.dumps(item.record) else real(self, item, shape)))
+        monkeypatch.setattr(Renderer, "render_item", lambda self, item, *args: (
+            1 / 0 if BOMB in json.dumps(item.record) else real(self, item, *args)))
     done, out = run_job(tmp_path, three)
     clean(done, 1)
     assert "1 internal errors" in done.err

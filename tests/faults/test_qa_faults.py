@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from fault_support import ANTHROPIC, CHAT, clean, jsonl, sftprep
+from fault_support import ANTHROPIC, CHAT, chat_variant, clean, jsonl, sftprep
 
 ESCAPES = "clear \x1b[2J then a title \x1b]0;pwned\x07 and a bell \x07"
 
@@ -18,7 +18,7 @@ def run_dir(tmp_path_factory):
     evil = json.loads(json.dumps(CHAT))
     evil["messages"][0]["content"] = ESCAPES
     evil["messages"][1]["tool_calls"][0]["function"]["name"] = "get\x1b[31mweather"
-    src = jsonl(base / "in.jsonl", CHAT, evil, ANTHROPIC, b"{broken \x1b[2J", *(dict(CHAT, model=f"m{i}") for i in range(40)))
+    src = jsonl(base / "in.jsonl", CHAT, evil, ANTHROPIC, b"{broken \x1b[2J", *(chat_variant(i) for i in range(40)))
     config = base / "job.toml"
     config.write_text(f'[input]\npaths = ["{src}"]\n[output]\ndir = "{base / "out"}"\nqa_report = false\n'
                       "shard_size = 20\n[run]\nworkers = 1\n")
