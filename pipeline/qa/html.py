@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import jinja2
 

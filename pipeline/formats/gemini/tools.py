@@ -261,7 +261,7 @@ def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
                                            "(Gemini ignores it)"))
     for ti, tool in enumerate(conv.tools):
         if (tool.form.get(NAME) or {}).get("params") == "parameters":
-            out.append(("folded", f"$.tools[{ti}]", f"Gemini OpenAPI-style 'parameters' carried as JSON Schema "
+            out.append(("folded", f"$.tools[{ti}]", "Gemini OpenAPI-style 'parameters' carried as JSON Schema "
                                                     "(types in lower case); Gemini gets them back as parametersJsonSchema"))
     config = (conv.extras.get(NAME) or {}).get("generationConfig")
     if isinstance(config, dict) and "responseSchema" in config and target != "anthropic":  # anthropic drops it

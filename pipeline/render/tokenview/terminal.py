@@ -184,7 +184,6 @@ def terminal_view(record: RecordView, *, ids: bool = False, colors: str = "256",
     MIN_COLUMN columns each, else one under the other, saying so), failures, then each ledger."""
     from rich.console import Group
     from rich.rule import Rule
-    from rich.table import Table
     from rich.text import Text
 
     conv = record.conversation

@@ -13,7 +13,6 @@ import phonenumbers
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
 from detect_secrets.plugins.keyword import DENYLIST as KEYWORDS
 
 
