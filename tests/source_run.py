@@ -16,9 +16,14 @@ class Run(NamedTuple):
     stats: dict
 
 
-def sftprep_run(tmp_path: Path, *inputs: Path, flags: tuple[str, ...] = ()) -> Run:
+def sftprep_run(tmp_path: Path, *inputs: Path, flags: tuple[str, ...] = (), fold: bool = False) -> Run:
+    """Every record a row unless `fold`: these tests check what each reader gives, and session folding
+    (tested in tests/run) would keep only the longest span of a trace or request of a batch."""
     out = tmp_path / "out"
-    args = ["run", "--output", str(out), "--format", "jsonl", "--workers", "1", "--quiet"]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[shape]\nsessions = "{"longest" if fold else "all"}"\n')
+    args = ["run", str(job), "--output", str(out), "--format", "jsonl", "--workers", "1", "--quiet"]
     for path in inputs:
         args += ["--input", str(path)]
     assert main([*args, *flags]) == 0
