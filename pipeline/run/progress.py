@@ -34,10 +34,10 @@ class Progress:
         if self.tty:
             width = 24
             bar = "#" * int(done * width) + "-" * (width - int(done * width))
-            print(f"\r[{bar}] {done:4.0%} {rate}, {eta}  {stats.summary_line()}", end="", file=sys.stderr,
+            print(f"\r[{bar}] {done:4.0%} {rate}, {eta}  {stats.summary_line(running=True)}", end="", file=sys.stderr,
                   flush=True)
         else:
-            print(f"sftprep run: {done:.0%} of input, {rate}, {eta}, {stats.summary_line()}", file=sys.stderr,
+            print(f"sftprep run: {done:.0%} of input, {rate}, {eta}, {stats.summary_line(running=True)}", file=sys.stderr,
                   flush=True)
 
     def done(self, stats: Stats) -> None:

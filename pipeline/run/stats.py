@@ -89,7 +89,14 @@ class Stats:
             stats.tallies[group] = Counter(counter)
         return stats
 
-    def summary_line(self) -> str:
+    def summary_line(self, *, running: bool = False) -> str:
+        """`running`: mid-run, records not yet decided (held for session folding, or in a batch being
+        written) are shown as pending; at the end any gap is a fault and says so."""
         internal = f" ({self.internal_errors} internal errors: see rejects.jsonl)" if self.internal_errors else ""
-        return (f"read {self.read}, written {self.written}, rejected {self.rejected}{internal}, "
-                f"filtered {self.filtered}" + ("" if self.balanced() else "  (UNBALANCED)"))
+        line = (f"read {self.read}, written {self.written}, rejected {self.rejected}{internal}, "
+                f"filtered {self.filtered}")
+        if self.balanced():
+            return line
+        if running:
+            return f"{line}, {self.read - self.written - self.rejected - self.filtered} pending"
+        return line + "  (UNBALANCED)"
