@@ -51,53 +51,77 @@ def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: 
     trained_messages = _trained_messages(rendered, mask_bytes)
     messages, trained = [], []
     for message in inputs.messages:
-        sources: set[int] = set()
-        plain = _strip(message, marks, sources)
-        messages.append(plain)
-        trained.append(plain.get("role") == "assistant" and bool(sources & trained_messages))
-    tools = [_strip(tool, marks, set()) for tool in inputs.tools or ()]
+        if message.get("role") == "assistant":  # only an assistant message's sources decide anything
+            sources: set[int] = set()
+            messages.append(_strip(message, marks, sources))
+            trained.append(bool(sources & trained_messages))
+        else:
+            messages.append(_strip(message, marks, None))
+            trained.append(False)
+    tools = [_plain_tool(tool, marks) for tool in inputs.tools or ()]
     return Chat(messages, tools, trained, renderer.mask)
 
 
 def _trained_messages(rendered: Any, mask_bytes: bytes | None) -> set[int]:
     mask = mask_bytes if mask_bytes is not None else bytes(rendered.loss_mask)
+    # A span is trained when not all of its mask bytes are zero.
     return {span.message for span in rendered.spans
-            if span.message is not None and any(mask[span.token_start:span.token_end])}
+            if span.message is not None and mask.count(0, span.token_start, span.token_end)
+            < span.token_end - span.token_start}
 
 
-def _strip(value: Any, marks: Marks, sources: set[int]) -> Any:
+# Plain copies of cached tool definitions, by the identity of the JSON text the cache gave them (held
+# here, so the identity stays theirs): a dataset's tool lists repeat. Shared between rows, as the
+# cached definitions are: nothing mutates a row's tools.
+_PLAIN_TOOLS: dict[int, tuple[str, dict[str, Any]]] = {}
+_PLAIN_TOOLS_MAX = 2048
+
+
+def _plain_tool(tool: Any, marks: Marks) -> Any:
+    text = getattr(tool, "sftprep_json", None)
+    if text is None:
+        return _strip(tool, marks, None)
+    hit = _PLAIN_TOOLS.get(id(text))
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    plain = _strip(tool, marks, None)
+    if len(_PLAIN_TOOLS) >= _PLAIN_TOOLS_MAX:
+        _PLAIN_TOOLS.clear()
+    _PLAIN_TOOLS[id(text)] = (text, plain)
+    return plain
+
+
+def _strip(value: Any, marks: Marks, sources: set[int] | None) -> Any:
     """A plain copy of `value` without sentinels; the canonical messages whose marks it held go to
-    `sources`. Marked dicts (and cached tool definitions) are never mutated."""
+    `sources` (None: not wanted). Marked dicts (and cached tool definitions) are never mutated."""
     kind = type(value)  # exact types first: most values are plain strings and dicts
     if kind is str:
-        return _text(value, marks, sources)
+        if value.isascii():
+            return value
+        if sources is not None:
+            for char in MARK_RE.findall(value):
+                _note(char, marks, sources)
+        return MARK_RE.sub("", value)
     if kind is dict:
         return {key: _strip(item, marks, sources) for key, item in value.items()}
     if kind is list:
         return [_strip(item, marks, sources) for item in value]
     pair = getattr(value, "sftprep_marks", None)
     if pair is not None:
-        _note(pair[0], marks, sources)
+        if sources is not None:
+            _note(pair[0], marks, sources)
         # Marks.json refused any sentinel inside: what remains is a plain copy, made in C when it can be.
         try:
             return _PLAIN_DECODE(_PLAIN_ENCODE(value))
         except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
             pass
     if isinstance(value, str):
-        return _text(value, marks, sources)
+        return _strip(str(value), marks, sources) if not value.isascii() else value
     if isinstance(value, dict):
         return {key: _strip(item, marks, sources) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_strip(item, marks, sources) for item in value]
     return value
-
-
-def _text(value: str, marks: Marks, sources: set[int]) -> str:
-    if value.isascii():
-        return value
-    for char in MARK_RE.findall(value):
-        _note(char, marks, sources)
-    return MARK_RE.sub("", value)
 
 
 def _note(char: str, marks: Marks, sources: set[int]) -> None:
