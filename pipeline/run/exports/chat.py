@@ -22,6 +22,7 @@ TARGET = "messages export"
 # A JSON value's exact copy (dicts, lists for tuples, exact ints and floats, keys of any type).
 _PLAIN_ENCODE = msgspec.msgpack.Encoder().encode
 _PLAIN_DECODE = msgspec.msgpack.Decoder().decode
+_UNMARK = MARK_RE.sub
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,11 @@ def _strip(value: Any, marks: Marks, sources: set[int] | None) -> Any:
         if sources is not None:
             for char in MARK_RE.findall(value):
                 _note(char, marks, sources)
-        return MARK_RE.sub("", value)
+        return _UNMARK("", value)
     if kind is dict:
+        if sources is None:  # string values (most) stripped in place, not through a call each
+            return {key: (item if item.isascii() else _UNMARK("", item)) if type(item) is str
+                    else _strip(item, marks, None) for key, item in value.items()}
         return {key: _strip(item, marks, sources) for key, item in value.items()}
     if kind is list:
         return [_strip(item, marks, sources) for item in value]
