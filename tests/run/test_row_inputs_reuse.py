@@ -6,13 +6,17 @@ trained flags the exports weight turns by."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import export_runs
 from pipeline import jsonpolicy
 from pipeline.errors import SftprepError
 from pipeline.ingest.shapes import expand_paths, iter_raw
 from pipeline.run.config import load_config
+from pipeline.render.marks import BlockRef, Marks
 from pipeline.run.exports import rendered_chat
+from pipeline.run.exports.chat import _strip
 from pipeline.run.stages import WORKER_STAGES, Context, _items
 from trl_templates import trl_template
 
@@ -60,3 +64,33 @@ def test_the_columns_from_the_render_inputs_equal_a_fresh_build(family, tokenize
         assert reused.trained == fresh.trained, conv.meta.source
         compared += 1
     assert compared >= (100 if export_runs.corpus_available() else 5)
+
+
+_KEYS = st.text(alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0xEFFFF), max_size=8)
+_SCALARS = (st.none() | st.booleans() | st.integers(-(2 ** 70), 2 ** 70) | st.floats(allow_nan=False)
+            | st.text(alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0xEFFFF), max_size=12))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                       | st.dictionaries(_KEYS | st.integers(0, 9), inner, max_size=4), max_leaves=20)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.lists(_SCALARS.filter(lambda v: isinstance(v, str)), max_size=3))
+def test_stripping_a_marked_value_gives_the_plain_value(value, texts):
+    """Marked dicts (copied in C when msgpack can hold them: big ints, int keys and tuples included) and
+    marked texts come back as the plain values, noting the message of every pair they held."""
+    marks = Marks()
+    marked = {"arguments": marks.json(value, BlockRef("tool_call", 3, 0, "$")),
+              "texts": [marks.text(t, BlockRef("text", 5, i, "$")) for i, t in enumerate(texts)]}
+    sources: set[int] = set()
+    plain = _strip(marked, marks, sources)
+    assert plain == {"arguments": _listed(value), "texts": texts}
+    assert type(plain["arguments"]) is dict
+    assert sources == {3} | ({5} if any(texts) else set())
+    assert _strip(marked, marks, None) == plain
+
+
+def _listed(value):
+    if isinstance(value, dict):
+        return {k: _listed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_listed(v) for v in value]
+    return value
