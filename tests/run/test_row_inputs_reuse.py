@@ -73,19 +73,26 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.
                        | st.dictionaries(_KEYS | st.integers(0, 9), inner, max_size=4), max_leaves=20)
 
 
-@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.lists(_SCALARS.filter(lambda v: isinstance(v, str)), max_size=3))
-def test_stripping_a_marked_value_gives_the_plain_value(value, texts):
-    """Marked dicts (copied in C when msgpack can hold them: big ints, int keys and tuples included) and
-    marked texts come back as the plain values, noting the message of every pair they held."""
-    marks = Marks()
-    marked = {"arguments": marks.json(value, BlockRef("tool_call", 3, 0, "$")),
-              "texts": [marks.text(t, BlockRef("text", 5, i, "$")) for i, t in enumerate(texts)]}
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.lists(_SCALARS.filter(lambda v: isinstance(v, str)), max_size=3),
+       st.booleans())
+def test_stripping_a_marked_value_gives_the_plain_value(value, texts, edges_outside):
+    """Marked dicts (copied in C when msgpack can hold them: big ints, int keys and tuples included),
+    marked texts alone (a slice) and joined (a scan) come back as the plain values, noting the message
+    of every pair they held."""
+    marks = Marks(edges_outside=edges_outside)
+    pieces = [marks.text(t, BlockRef("text", 5 + i, i, "$")) for i, t in enumerate(texts)]
+    marked = {"arguments": marks.json(value, BlockRef("tool_call", 3, 0, "$")), "texts": pieces,
+              "joined": "\n".join(pieces), "anchor": marks.text("", BlockRef("text", 9, None, "$"), anchor=True)}
     sources: set[int] = set()
     plain = _strip(marked, marks, sources)
-    assert plain == {"arguments": _listed(value), "texts": texts}
+    assert plain == {"arguments": _listed(value), "texts": texts, "joined": "\n".join(texts), "anchor": ""}
     assert type(plain["arguments"]) is dict
-    assert sources == {3} | ({5} if any(texts) else set())
+    assert sources == {3, 9} | {5 + i for i, t in enumerate(texts) if t}
     assert _strip(marked, marks, None) == plain
+    for i, (piece, text) in enumerate(zip(pieces, texts)):
+        one: set[int] = set()
+        assert _strip(piece, marks, one) == text
+        assert one == ({5 + i} if text else set())
 
 
 def _listed(value):

@@ -99,14 +99,18 @@ def _strip(value: Any, marks: Marks, sources: set[int] | None) -> Any:
     if kind is str:
         if value.isascii():
             return value
+        if _one_piece(value):
+            if sources is not None:
+                _note(value[0], marks, sources)
+            return value[1:-1]
         if sources is not None:
             for char in MARK_RE.findall(value):
                 _note(char, marks, sources)
         return _UNMARK("", value)
     if kind is dict:
-        if sources is None:  # string values (most) stripped in place, not through a call each
-            return {key: (item if item.isascii() else _UNMARK("", item)) if type(item) is str
-                    else _strip(item, marks, None) for key, item in value.items()}
+        if sources is None:  # string values (most) stripped here, not through _strip
+            return {key: (item if item.isascii() else item[1:-1] if _one_piece(item) else _UNMARK("", item))
+                    if type(item) is str else _strip(item, marks, None) for key, item in value.items()}
         return {key: _strip(item, marks, sources) for key, item in value.items()}
     if kind is list:
         return [_strip(item, marks, sources) for item in value]
@@ -126,6 +130,14 @@ def _strip(value: Any, marks: Marks, sources: set[int] | None) -> Any:
     if isinstance(value, (list, tuple)):
         return [_strip(item, marks, sources) for item in value]
     return value
+
+
+def _one_piece(text: str) -> bool:
+    """`text` is one marked piece, open + content + close of one pair: Marks.text refuses content that
+    holds sentinels, so none is inside and stripping is a slice, not a scan of the whole text."""
+    first = ord(text[0])
+    return (ord(text[-1]) == first + 1 and not first & 1
+            and (0xF0002 <= first <= 0xFFFFC or 0x100000 <= first <= 0x10FFFC))
 
 
 def _note(char: str, marks: Marks, sources: set[int]) -> None:
