@@ -67,13 +67,13 @@ def check_schema_rules(ctx: Context) -> Iterator[Found]:
     for name, (ti, tool) in ctx.tools.items():
         if tool.kind != "function" or tool.parameters is UNSET or tool.parameters is None:
             continue
-        key, validator, problem = compiled(tool.parameters)
+        digest, validator, problem = _schema_entry(tool.parameters)
         if problem is not None:
             yield ("invalid_tool_schema", (-1, ti), f"$.tools[{ti}].parameters",
                    f"schema of tool '{name}' is not valid JSON Schema ({problem}): fix it, calls to it go unchecked",
                    {})
             continue
-        usable[name] = (ti, None if key is None else hashlib.blake2b(key, digest_size=16).digest(), validator)
+        usable[name] = (ti, digest, validator)
     for where, call in ctx.call_list:
         if call.kind != "function" or not isinstance(call.arguments, dict) or call.name not in usable:
             continue
@@ -135,6 +135,28 @@ def compiled(schema: Any) -> tuple[bytes | None, Any, str | None]:
     except TypeError:
         return (None, *_compile(schema))
     return (key, *_compile_cached(key))
+
+
+def _schema_entry(schema: Any) -> tuple[bytes | None, Any, str | None]:
+    """(digest of the canonical key, validator, problem), as `compiled`. Every conversation of a log
+    carries the same tool list: looked up by the schema's JSON in its own key order, which is cheaper to
+    write than the sorted key, and the same bytes mean the same schema."""
+    try:
+        raw = jsonpolicy.dumps(schema)
+    except TypeError:
+        return (None, *_compile(schema))
+    entry = _ENTRIES.get(raw)
+    if entry is None:
+        key, validator, problem = compiled(schema)
+        entry = (None if key is None else hashlib.blake2b(key, digest_size=16).digest(), validator, problem)
+        _ENTRIES[raw] = entry
+        if len(_ENTRIES) > _ENTRIES_MAX:
+            _ENTRIES.pop(next(iter(_ENTRIES)), None)
+    return entry
+
+
+_ENTRIES: dict[bytes, tuple[bytes | None, Any, str | None]] = {}
+_ENTRIES_MAX = 1024
 
 
 @lru_cache(maxsize=1024)
