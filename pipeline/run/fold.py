@@ -75,9 +75,17 @@ def session_id(source: str, links: tuple[bytes, ...]) -> str:
 def _message(message: Message) -> Message:
     # An empty text part (a replayed turn that had only calls gets one) renders as nothing; provider
     # items (hosted tool traffic) never render and are not always replayed.
-    blocks = tuple(_block(b) for b in message.blocks
-                   if not isinstance(b, Opaque) and not (isinstance(b, Text) and not b.text and not b.signature))
-    return replace(message, blocks=blocks, extras=_NO_SLOTS, form=_NO_SLOTS)
+    blocks = []
+    same = not message.extras and not message.form
+    for b in message.blocks:
+        if isinstance(b, Opaque) or (isinstance(b, Text) and not b.text and not b.signature):
+            same = False
+            continue
+        kept = _block(b)
+        same = same and kept is b
+        blocks.append(kept)
+    # Nothing to leave out (a user or assistant text turn): the message itself encodes the same.
+    return message if same else replace(message, blocks=tuple(blocks), extras=_NO_SLOTS, form=_NO_SLOTS)
 
 
 def _block(block):
@@ -85,11 +93,21 @@ def _block(block):
     item ids) and provider items' payloads never render, and providers re-encode them on replay (seen in
     logged loops: another base64 alphabet, camelCase keys turned snake_case, nulls written out, encrypted
     reasoning issued anew), so they do not take part; the kept row holds its own."""
+    kind = type(block)  # the common blocks first, without the pattern match
+    if kind is Text:
+        return block if not (block.extras or block.form or block.signature) else _plain_block(block)
+    if kind is ToolResult:
+        content = block.content
+        kept = [_block(c) for c in content]
+        if all(k is c for k, c in zip(kept, content)):
+            kept = content
+        return replace(block, provider_id=None, matched_by=None, extras=_NO_SLOTS, form=_NO_SLOTS,
+                       signature=None, content=tuple(kept))
     match block:
         case Text() | Media():
             if not (block.extras or block.form or block.signature):
                 return block
-            return replace(block, extras=_NO_SLOTS, form=_NO_SLOTS, signature=None)
+            return _plain_block(block)
         case ToolCall():  # parsed arguments are the content; their string is layout (spacing, key order)
             return replace(block, provider_id=None, extras=_NO_SLOTS, form=_NO_SLOTS, signature=None,
                            raw_arguments=None if block.arguments_valid else block.raw_arguments)
@@ -103,6 +121,10 @@ def _block(block):
             return block
         case _:
             assert_never(block)
+
+
+def _plain_block(block: Text | Media) -> Text | Media:
+    return replace(block, extras=_NO_SLOTS, form=_NO_SLOTS, signature=None)
 
 
 class _Leaf:
