@@ -64,10 +64,9 @@ class Context:
 def check_schema_rules(ctx: Context) -> Iterator[Found]:
     """invalid_tool_schema once per broken tool schema; arguments_schema per call that breaks a valid one."""
     usable: dict[str, tuple[int, bytes | None, Any]] = {}  # tool name -> (index, schema digest, validator)
-    for name, (ti, tool) in ctx.tools.items():
-        if tool.kind != "function" or tool.parameters is UNSET or tool.parameters is None:
-            continue
-        digest, validator, problem = _schema_entry(tool.parameters)
+    checked = [(name, ti, tool.parameters) for name, (ti, tool) in ctx.tools.items()
+               if tool.kind == "function" and tool.parameters is not UNSET and tool.parameters is not None]
+    for (name, ti, _), (digest, validator, problem) in zip(checked, _schema_entries([s for _, _, s in checked])):
         if problem is not None:
             yield ("invalid_tool_schema", (-1, ti), f"$.tools[{ti}].parameters",
                    f"schema of tool '{name}' is not valid JSON Schema ({problem}): fix it, calls to it go unchecked",
@@ -137,6 +136,21 @@ def compiled(schema: Any) -> tuple[bytes | None, Any, str | None]:
     return (key, *_compile_cached(key))
 
 
+def _schema_entries(schemas: list) -> list[tuple[bytes | None, Any, str | None]]:
+    """`_schema_entry` of each schema; a log's conversations share one tool list, so the whole list
+    is looked up first, by its JSON."""
+    try:
+        raw = jsonpolicy.dumps(schemas)
+    except TypeError:
+        return [_schema_entry(schema) for schema in schemas]
+    entries = _TOOL_SETS.get(raw)
+    if entries is None:
+        entries = _TOOL_SETS[raw] = [_schema_entry(schema) for schema in schemas]
+        if len(_TOOL_SETS) > _TOOL_SETS_MAX:
+            _TOOL_SETS.pop(next(iter(_TOOL_SETS)), None)
+    return entries
+
+
 def _schema_entry(schema: Any) -> tuple[bytes | None, Any, str | None]:
     """(digest of the canonical key, validator, problem), as `compiled`. Every conversation of a log
     carries the same tool list: looked up by the schema's JSON in its own key order, which is cheaper to
@@ -156,7 +170,9 @@ def _schema_entry(schema: Any) -> tuple[bytes | None, Any, str | None]:
 
 
 _ENTRIES: dict[bytes, tuple[bytes | None, Any, str | None]] = {}
+_TOOL_SETS: dict[bytes, list[tuple[bytes | None, Any, str | None]]] = {}
 _ENTRIES_MAX = 1024
+_TOOL_SETS_MAX = 256  # keys are whole schema lists: kept fewer
 
 
 @lru_cache(maxsize=1024)
