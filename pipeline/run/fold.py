@@ -41,17 +41,33 @@ _NO_SLOTS: dict = {}
 def chain(conv: Conversation, limit: int | None = None) -> tuple[bytes, ...]:
     """Rolling digests: [0] the header (system, developer, tools), [k] the header and messages[:k]; with
     `limit`, only as far as messages[:limit] (the session id needs the first)."""
-    header = (tuple(_block(b) for b in conv.system), tuple(_block(b) for b in conv.developer),
-              tuple(replace(t, extras=_NO_SLOTS, form=_NO_SLOTS) for t in conv.tools))
     # One running hash, copied at each message: JSON values are self-delimiting, so the bytes hashed up
     # to message k determine messages[:k].
-    running = hashlib.blake2b(_ENCODER.encode(header), digest_size=16)
+    running = _header_hash(conv)
     out = [running.digest()]
     for message in conv.messages[:limit]:
         running.update(_ENCODER.encode(_message(message)))
         out.append(running.copy().digest())
     return tuple(out)
 
+
+def _header_hash(conv: Conversation) -> "hashlib._Hash":
+    """The running hash after the header. A log's conversations share system prompt and tools: the hash
+    is kept by their plain JSON (cheaper than the sorted encoding; equal bytes, equal header)."""
+    raw = _PLAIN.encode((conv.system, conv.developer, conv.tools))
+    running = _HEADERS.get(raw)
+    if running is None:
+        header = (tuple(_block(b) for b in conv.system), tuple(_block(b) for b in conv.developer),
+                  tuple(replace(t, extras=_NO_SLOTS, form=_NO_SLOTS) for t in conv.tools))
+        running = _HEADERS[raw] = hashlib.blake2b(_ENCODER.encode(header), digest_size=16)
+        if len(_HEADERS) > _HEADERS_MAX:
+            _HEADERS.pop(next(iter(_HEADERS)), None)
+    return running.copy()
+
+
+_PLAIN = msgspec.json.Encoder()
+_HEADERS: dict[bytes, "hashlib._Hash"] = {}
+_HEADERS_MAX = 256
 
 _SPLIT = re.compile(r"^(.*:\d+)#[A-Za-z_]")  # FILE:LINE#interactions[3], FILE:LINE#responses[0], #resourceSpans[..]
 

@@ -215,3 +215,24 @@ def test_every_folded_record_names_the_row_that_holds_it():
         assert record.outcome.code == "prefix_of" and record.outcome.detail == {"keeper": "log.jsonl:3"}
         assert "log.jsonl:3" in record.outcome.message and record.rendered is None
     assert stats.stages["fold"].to_dict() == {"in": 3, "passed": 1, "rejected": {}, "filtered": {"prefix_of": 2}}
+
+
+def test_header_digest_is_the_same_from_the_cache_and_tells_tool_lists_apart():
+    """The header's hash is kept by the header's plain JSON: a repeat, a cache_control on the system
+    prompt or a tool's key order gives the same links; another schema value does not."""
+    from pipeline.run import fold
+
+    def body(system: list | str, tools: list) -> dict:
+        return {"system": system, "tools": tools, "max_tokens": 10,
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+
+    tool = {"name": "lookup", "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}}}
+    reordered = {"input_schema": {"properties": {"key": {"type": "string"}}, "type": "object"}, "name": "lookup"}
+    other = {"name": "lookup", "input_schema": {"type": "object", "properties": {"key": {"type": "integer"}}}}
+    cached = [body("Be brief.", [tool]), body([{"type": "text", "text": "Be brief.", "cache_control":
+                                                {"type": "ephemeral"}}], [tool]), body("Be brief.", [reordered])]
+    first = [chain(parse(b, "anthropic")) for b in cached]
+    fold._HEADERS.clear()
+    assert [chain(parse(b, "anthropic")) for b in reversed(cached)] == first[::-1]
+    assert first[0] == first[1] == first[2]
+    assert chain(parse(body("Be brief.", [other]), "anthropic"))[0] != first[0][0]
