@@ -183,15 +183,16 @@ class FastEncoder:
         byte_start = byte_end - lengths
         joined = "".join(texts)
         chars = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t in texts], out=chars[1:])
+        np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=chars[1:])
         if joined.isascii():
             piece_bytes = chars
             start, end = byte_start, byte_end
         else:
             data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-            char_of_byte = np.cumsum((data & 0xC0) != 0x80) - 1  # a UTF-8 lead byte starts a character
-            piece_bytes = np.zeros(len(texts) + 1, dtype=np.int64)
-            np.cumsum([len(t.encode("utf-8")) for t in texts], out=piece_bytes[1:])
+            leads = (data & 0xC0) != 0x80  # a UTF-8 lead byte starts a character
+            char_of_byte = np.cumsum(leads) - 1
+            # each piece's first byte: its first character's lead byte (the end, past the last piece)
+            piece_bytes = np.append(np.flatnonzero(leads), len(data))[chars]
             if len(ids) and byte_end[-1] != len(data):
                 self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
             start = char_of_byte[byte_start] if len(ids) else byte_start
@@ -201,18 +202,13 @@ class FastEncoder:
         if not np.array_equal(ends_at, piece_bytes):
             self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
         base = np.repeat(chars[:-1], np.diff(bounds))
-        rel_start = (start - base).astype(np.int32)
-        rel_end = (end - base).astype(np.int32)
+        # Whole arrays once, then sliced per piece (slicing an array or bytes is one C call)
+        all_starts = array(_INT32, (start - base).astype(np.int32).tobytes())
+        all_ends = array(_INT32, (end - base).astype(np.int32).tobytes())
         all_ids = ids.tolist()
-        le = ids.astype("<i4")
-        out = []
-        for i in range(len(texts)):
-            a, b = int(bounds[i]), int(bounds[i + 1])
-            starts, ends = array(_INT32), array(_INT32)
-            starts.frombytes(rel_start[a:b].tobytes())
-            ends.frombytes(rel_end[a:b].tobytes())
-            out.append((all_ids[a:b], starts, ends, le[a:b].tobytes()))
-        return out
+        le = ids.astype("<i4").tobytes()
+        cuts = bounds.tolist()
+        return [(all_ids[a:b], all_starts[a:b], all_ends[a:b], le[4 * a:4 * b]) for a, b in zip(cuts, cuts[1:])]
 
     def _lengths(self, ids: np.ndarray) -> np.ndarray:
         table = self.byte_lengths

@@ -194,9 +194,12 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
+_NUMPY_TYPES = {pa.int32(): np.dtype(np.int32), pa.int8(): np.dtype(np.int8)}
+
+
 def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, concatenated values) of a list column."""
-    dtype = item.to_pandas_dtype()
+    dtype = _NUMPY_TYPES[item]  # not item.to_pandas_dtype(): that imports pandas
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum([len(v) for v in values], out=offsets[1:])
     flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)
