@@ -12,7 +12,7 @@ from .item import Item
 from .stages import Context, run_stages
 from .stats import Stats
 
-_GC_THRESHOLD = 50_000  # for worker processes only: the caller's process keeps its own settings
+GC_THRESHOLD = 50_000  # a worker's for good; the parent's while a run streams results, then restored
 
 # This process's context: set once by init_worker, read by every batch.
 _context: Context | None = None
@@ -41,7 +41,7 @@ def init_worker(config: JobConfig, ignore_interrupt: bool = False, own_process: 
         # than frees) the collector ran ~800 times in a worker's 1,000 low-repetition conversations,
         # walking what the batch still held (9% of the worker's CPU). At this one it seldom runs, and
         # cyclic garbage, if any, still cannot pile up past this many objects.
-        gc.set_threshold(_GC_THRESHOLD, *gc.get_threshold()[1:])
+        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def work(batch: list[RawRecord]) -> tuple[list[Item], Stats]:
