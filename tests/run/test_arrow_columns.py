@@ -89,3 +89,12 @@ print("pandas" in sys.modules)
     assert table.column("input_ids").to_pylist() == [[1, 2, 3]]
     assert table.column("labels").to_pylist() == [[-100, 2, 3]]
     assert table.column("id").to_pylist() == ["a"]
+
+
+def test_a_lone_surrogate_is_refused_like_pa_array():
+    for build in (lambda: arrow_array(["a\ud800"], pa.string()), lambda: pa.array(["a\ud800"], type=pa.string())):
+        try:
+            build()
+        except UnicodeEncodeError:
+            continue
+        raise AssertionError("a string column took a lone surrogate")
