@@ -85,7 +85,10 @@ def find(text: str, *, phone_region: str | None = None) -> list[Finding]:
 
 
 def _find(text: str, phone_region: str | None) -> list[Finding]:
-    found = _secrets(text) + _personal(text, phone_region)
+    return _resolve(_secrets(text) + _personal(text, phone_region))
+
+
+def _resolve(found: list[Finding]) -> list[Finding]:
     # Where two overlap, a secret wins over personal data (`://user:PASSWORD@host` is not an e-mail),
     # then the longer span.
     found.sort(key=lambda f: (f.start, f.kind != "secret", -(f.end - f.start)))
