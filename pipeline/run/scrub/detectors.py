@@ -106,13 +106,13 @@ def _secrets(text: str) -> list[Finding]:
     out: list[Finding] = []
     for match in _PEM_BLOCK.finditer(text):
         out.append(Finding(match.start(), match.end(), "private_key", "secret"))
-    # A line is part of the text: a pattern whose screen finds nothing in the text matches no line, nor
-    # does the credential-word pattern.
-    folded = fold(text)
-    live = _screens().live(text, folded)
-    keywords = any(stem in folded for stem in _CREDENTIAL_STEMS) and _KEYWORD_SCREEN.search(folded) is not None
-    if not live and not keywords:
+    # A line is part of the text: a pattern whose screen finds nothing in the text matches no line (the
+    # credential-word pattern included).
+    live = _screens().live(text, fold(text))
+    if not live:
         return out
+    keywords = _KEYWORD_CONTEXT in live
+    live.discard(_KEYWORD_CONTEXT)
     offset = 0
     for line in text.splitlines(keepends=True):
         if line.strip():
@@ -123,7 +123,7 @@ def _secrets(text: str) -> list[Finding]:
 
 @lru_cache(maxsize=1)
 def _screens() -> Screens:
-    return Screens([pattern for _, _, patterns in _plugin_patterns() for pattern in patterns or ()])
+    return Screens([_KEYWORD_CONTEXT, *(pattern for _, _, patterns in _plugin_patterns() for pattern in patterns or ())])
 
 
 @lru_cache(maxsize=1)
@@ -265,6 +265,8 @@ def _luhn(digits: str) -> bool:
 def _public_ip(text: str) -> bool:
     """Addresses that can point at a person: global ones. Loopback, private ranges, documentation
     ranges and version-like strings (`1.2.3.4` in a changelog is as likely) are left alone."""
+    if ":" in text and "::" not in text and text.count(":") != 7:
+        return False  # not IPv6 (eight groups, or "::"): a time of day, which ip_address would refuse slowly
     try:
         address = ipaddress.ip_address(text)
     except ValueError:

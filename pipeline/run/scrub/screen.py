@@ -27,6 +27,7 @@ _CATEGORIES = {sre.CATEGORY_DIGIT: r"\d", sre.CATEGORY_NOT_DIGIT: r"\D", sre.CAT
 _UNCASED_CATEGORIES = {sre.CATEGORY_DIGIT, sre.CATEGORY_SPACE}
 _ANY = "."  # compiled with DOTALL: any character
 _SMALL_START = 3  # a part whose first character is one of at most this many can start a screen
+_MAX_ALTERNATIVES = 32  # a screen spread over more ways to start than this stays one
 
 
 def fold(text: str) -> str:
@@ -42,8 +43,10 @@ class _Unsupported(Exception):
 def screen(pattern: re.Pattern) -> re.Pattern | None:
     """The screen of `pattern`, searched in `fold(text)` when `pattern` ignores case, else in `text`;
     None when there is none (the pattern then runs on every line)."""
-    relaxed = _relax(pattern)
-    return None if relaxed is None else re.compile(relaxed[0], re.DOTALL | (pattern.flags & re.ASCII))
+    alternatives = _relax(pattern)
+    if alternatives is None:
+        return None
+    return re.compile("|".join(f"(?:{source})" for source, _ in alternatives), _flags(pattern))
 
 
 class Screens:
@@ -55,16 +58,15 @@ class Screens:
         self.always: list[re.Pattern] = []  # patterns without a screen
         groups: dict[tuple, list[tuple[re.Pattern, str]]] = {}
         for i, pattern in enumerate(patterns):
-            relaxed = _relax(pattern)
-            if relaxed is None:
+            alternatives = _relax(pattern)
+            if alternatives is None:
                 self.always.append(pattern)
                 continue
-            source, lead = relaxed
-            key = (bool(pattern.flags & re.IGNORECASE), pattern.flags & re.ASCII, lead if lead else i)
-            groups.setdefault(key, []).append((pattern, source))
+            for j, (source, lead) in enumerate(alternatives):
+                key = (bool(pattern.flags & re.IGNORECASE), _flags(pattern), lead or (i, j))
+                groups.setdefault(key, []).append((pattern, source))
         self.groups = []
-        for (folded, ascii_flag, _), members in groups.items():
-            flags = re.DOTALL | ascii_flag
+        for (folded, flags, _), members in groups.items():
             joined = re.compile("|".join(f"(?:{source})" for _, source in members), flags)
             # A group of one needs no second search.
             each = [(pattern, re.compile(source, flags) if len(members) > 1 else None) for pattern, source in members]
@@ -80,33 +82,48 @@ class Screens:
         return found
 
 
-def _relax(pattern: re.Pattern) -> tuple[str, str | None] | None:
-    """The screen's source and the literal character it starts with (None: it starts otherwise)."""
+def _flags(pattern: re.Pattern) -> int:
+    return re.DOTALL | (pattern.flags & re.ASCII)
+
+
+def _relax(pattern: re.Pattern) -> list[tuple[str, str | None]] | None:
+    """The screen as alternatives, each with the literal character it starts with (None: not one)."""
     if not isinstance(pattern.pattern, str) or pattern.flags & re.LOCALE:
         return None
-    folded = bool(pattern.flags & re.IGNORECASE)
     parsed = _parser.parse(pattern.pattern, pattern.flags)
     try:
-        parts = [(_source(op, av, folded), _first_chars(op, av), _min_width(parsed, op, av))
-                 for op, av in parsed.data]
+        return _relax_items(list(parsed.data), bool(pattern.flags & re.IGNORECASE), parsed.state)
     except _Unsupported:
         return None
+
+
+def _relax_items(items: list, folded: bool, state, depth: int = 0) -> list[tuple[str, str | None]] | None:
+    parts = [(_source(op, av, folded), _first_chars(op, av), _parser.SubPattern(state, [(op, av)]).getwidth()[0])
+             for op, av in items]
     # Start where re searches fast: at the first part that begins with one given character, else with one
-    # of a few, else at the first part with a width.
+    # of a few, else at the first part with a width. (A match of the whole holds a match of the rest.)
     widths = [i for i, (_, _, width) in enumerate(parts) if width]
     start = next((i for i in widths if parts[i][1] is not None and len(parts[i][1]) == 1),
                  next((i for i in widths if parts[i][1] is not None), widths[0] if widths else None))
     if start is None:
         return None
+    op, av = items[start]
     first = parts[start][1]
+    if depth < 2 and (first is None or len(first) > 1):
+        # Not one first character: one screen per way the part starts, (A|B)C being AC|BC.
+        if op is sre.BRANCH:
+            spread = [_relax_items(list(alt.data) + items[start + 1:], folded, state, depth + 1) for alt in av[1]]
+        elif op is sre.IN and first:
+            spread = [_relax_items([(sre.LITERAL, code)] + items[start + 1:], folded, state, depth + 1)
+                      for code in sorted(first)]
+        else:
+            spread = []
+        if spread and all(spread) and sum(map(len, spread)) <= _MAX_ALTERNATIVES:
+            return [alternative for alternatives in spread for alternative in alternatives]
     lead = None
     if first is not None and len(first) == 1 and (not folded or min(first) < 128):
         lead = chr(min(first)).lower() if folded else chr(min(first))
-    return "".join(source for source, _, _ in parts[start:]), lead
-
-
-def _min_width(parsed, op, av) -> int:
-    return _parser.SubPattern(parsed.state, [(op, av)]).getwidth()[0]
+    return [("".join(source for source, _, _ in parts[start:]), lead)]
 
 
 def _first_chars(op, av) -> frozenset[int] | None:
