@@ -3,9 +3,10 @@ parsed form: the screen. A text the screen finds nothing in holds no match, so t
 its lines; a text it passes may still hold none.
 
 The screen of a pattern is the pattern relaxed: lookarounds and anchors dropped (a match of the rest still
-exists in the whole text), possessive and lazy repeats made plain (same strings), and cut down to a
-contiguous run of its parts that starts with a literal (so re searches for it fast). Every string the
-pattern matches in any context then contains a string the screen matches, anywhere in the text.
+exists in the whole text), possessive and lazy repeats made plain (same strings), cut down to the run of
+its parts from one that starts with a given character (so re searches for it fast), and spread over the
+ways that part can start ((A|B)C = AC|BC). Every string the pattern matches in any context then contains
+a string the screen matches, anywhere in the text.
 
 A case-insensitive pattern's screen is case-sensitive, in lowercase, and searched in `fold(text)`, which
 maps every character re matches to an ASCII letter under IGNORECASE onto that letter, and keeps every
