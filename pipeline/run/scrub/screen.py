@@ -66,19 +66,20 @@ class Screens:
             for j, (source, lead) in enumerate(alternatives):
                 key = (bool(pattern.flags & re.IGNORECASE), _flags(pattern), lead or (i, j))
                 groups.setdefault(key, []).append((pattern, source))
-        self.groups = []
+        # (group search, its members with their own screens), for the text and for the folded text
+        self.plain: list[tuple[re.Pattern, list]] = []
+        self.folded: list[tuple[re.Pattern, list]] = []
         for (folded, flags, _), members in groups.items():
             joined = re.compile("|".join(f"(?:{source})" for _, source in members), flags)
             # A group of one needs no second search.
             each = [(pattern, re.compile(source, flags) if len(members) > 1 else None) for pattern, source in members]
-            self.groups.append((folded, joined, each))
+            (self.folded if folded else self.plain).append((joined, each))
 
     def live(self, text: str, folded: str) -> set[re.Pattern]:
         """The patterns that may match in a line of `text` (`folded` is fold(text))."""
         found = set(self.always)
-        for reads_folded, joined, members in self.groups:
-            haystack = folded if reads_folded else text
-            if joined.search(haystack):
+        for haystack, groups in ((text, self.plain), (folded, self.folded)):
+            for members in [members for joined, members in groups if joined.search(haystack)]:
                 found.update(p for p, own in members if own is None or own.search(haystack))
         return found
 
