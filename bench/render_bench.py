@@ -7,7 +7,9 @@ tokenizer:
   (b) bound: `tokenizers.Tokenizer.encode_batch` over the already-rendered texts (tokenizing everything);
   (b') the new bound: the fast engine that `tokenizer_backend = "auto"` picks for qwen2.5 (fastokens,
       else gigatoken) encoding the same rendered texts, on every core;
-  (c) `sftprep run` (pipeline.run_job): chatml + qwen2.5, Parquet out, workers = cores.
+  (c) `sftprep run` (pipeline.run_job): chatml + qwen2.5, Parquet out, workers = cores, scrubbing off
+      (the baseline does not scrub, and redacted rows could not be compared with its ids);
+  (c+scrub) the same with the default scrub stage on (secrets and personal data redacted), for its cost.
 
     python bench/render_bench.py [--quick] [--agent N] [--unique N] [--distinct N] [--workers N] [--repeat N]
                                  [--keep DIR]
@@ -172,15 +174,16 @@ def phase_fast_bound(out: Path) -> dict:
             "same_ids": sum(e == x for e, x in zip(encoded, ids)), "engine": chosen.name}
 
 
-def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> dict:
+def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False, scrub: bool = False) -> dict:
     """The default job, but: no token limit (the baseline trims nothing), no provider export and (unless
-    `qa`) no QA report (the baseline makes neither)."""
+    `qa`) no QA report (the baseline makes neither), no scrubbing unless `scrub`."""
     from pipeline import load_config, run_job
 
+    name = "sftprep" + ("-qa" if qa else "") + ("-scrub" if scrub else "")
     config = load_config(None, {
-        "input.paths": [str(workload)], "output.dir": str(out / ("sftprep-qa" if qa else "sftprep")),
+        "input.paths": [str(workload)], "output.dir": str(out / name),
         "render.template": "chatml", "render.tokenizer": "qwen2.5", "run.workers": workers, "shape.max_tokens": 0,
-        "convert.to": "", "output.qa_report": qa})
+        "convert.to": "", "output.qa_report": qa, "scrub.enabled": scrub})
     started, cpu = time.perf_counter(), _cpu()
     result = run_job(config, progress=False)
     seconds, cpu = time.perf_counter() - started, _cpu() - cpu
@@ -196,7 +199,8 @@ def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False) -> 
 
 
 PHASES = {"baseline": phase_baseline, "bound": phase_bound, "fast-bound": phase_fast_bound, "sftprep": phase_sftprep,
-          "sftprep-qa": lambda workload, out, workers: phase_sftprep(workload, out, workers, qa=True)}
+          "sftprep-qa": lambda workload, out, workers: phase_sftprep(workload, out, workers, qa=True),
+          "sftprep-scrub": lambda workload, out, workers: phase_sftprep(workload, out, workers, scrub=True)}
 
 
 def _child_main(argv: list[str]) -> None:
@@ -342,7 +346,7 @@ def report(kind: str, n: int, phases: dict[str, dict], check: dict) -> bool:
     a, b, fast, c = phases["a"], phases["b"], phases["b'"], phases["c"]
     labels = {"a": "(a) datasets.map + apply_chat_template", "b": "(b) encode_batch of the rendered texts",
               "b'": f"(b') {fast['engine']} encode of the rendered texts", "c": "(c) sftprep run",
-              "c+qa": "(c) sftprep run, QA report included"}
+              "c+scrub": "(c) with scrubbing (the default)", "c+qa": "(c) sftprep run, QA report included"}
     rate = {key: data["conversations"] / data["seconds"] for key, data in phases.items()}
     print(f"\n== workload '{kind}': {n:,} conversations, {a['tokens']:,} tokens "
           f"({a['tokens'] / max(1, a['conversations']):,.0f} per conversation)")
@@ -358,6 +362,10 @@ def report(kind: str, n: int, phases: dict[str, dict], check: dict) -> bool:
     cpu_fast = per_cpu["c"] / per_cpu["b'"]
     print(f"  by CPU time: (c)/(a) = {per_cpu['c'] / per_cpu['a']:.2f}x    (c)/(b) = {per_cpu['c'] / per_cpu['b']:.2f}x"
           f"    (c)/(b') = {cpu_fast:.2f}x   (conversations per CPU second)")
+    for key in ("c+scrub", "c+qa"):
+        if key in phases:
+            print(f"  {key}: (c)/(a) = {rate[key] / rate['a']:.2f}x by conversations/s, "
+                  f"{per_cpu[key] / per_cpu['a']:.2f}x by CPU time; {phases[key]['cpu'] / c['cpu']:.2f}x (c)'s CPU")
     if c["rejected"] or c["filtered"]:
         print(f"  sftprep wrote {c['written']:,} of {c['conversations']:,}: {c['reasons']}")
     print(f"  repetition: {check['repeated']:.1%} of the tokens are in segments (text between special tokens) seen "
@@ -401,7 +409,7 @@ def main() -> None:
             workload = out / "conversations.jsonl"
             write_workload(workload, kind, n)
             print(f"{kind}: {n:,} conversations, {workload.stat().st_size / 2**20:,.0f} MiB of JSONL", flush=True)
-            names = {"a": "baseline", "b": "bound", "b'": "fast-bound", "c": "sftprep",
+            names = {"a": "baseline", "b": "bound", "b'": "fast-bound", "c": "sftprep", "c+scrub": "sftprep-scrub",
                      **({"c+qa": "sftprep-qa"} if args.with_qa else {})}
             runs: dict[str, list[dict]] = {key: [] for key in names}
             for _ in range(args.repeat):

@@ -13,6 +13,7 @@ nothing loops over tokens in Python.
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import NamedTuple
 
 from ..conversation import Conversation
 from ..errors import ConfigError, RenderError
@@ -21,8 +22,17 @@ from .derived import derived_regions
 from .marks import MARK_RE, Marks, _ordered_blocks, _strip
 from .rendered import MaskPolicy, RenderOptions, Rendered
 from .spans import _boundaries, _check_mask, _mask, _regions, _spans, _trained_messages
+from ._inputs import TemplateInputs
 from .templates import Family, Template
 from .tokenizers import Tokenizer
+
+
+class MarkedInputs(NamedTuple):
+    """The template inputs a render was given, sentinels included, and the marks they hold: the row's
+    messages export is these stripped, so it need not build them again."""
+
+    inputs: TemplateInputs
+    marks: Marks
 
 
 def render(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask: MaskPolicy = MaskPolicy(),
@@ -36,6 +46,12 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
                    options: RenderOptions = RenderOptions()) -> tuple[Rendered, bytes, bytes]:
     """`render`, plus its ids as little-endian int32 and its mask as int8 bytes: what a writer stores,
     without a Python int per token."""
+    return render_marked(conv, template, tokenizer, mask=mask, options=options)[:3]
+
+
+def render_marked(conv: Conversation, template: Template, tokenizer: Tokenizer, *, mask: MaskPolicy = MaskPolicy(),
+                  options: RenderOptions = RenderOptions()) -> tuple[Rendered, bytes, bytes, MarkedInputs]:
+    """`render_buffers`, plus the marked template inputs it rendered."""
     family = template.family
     check_fit(template, tokenizer)
     ledger = Ledger(template.name, strict=options.strict)
@@ -74,7 +90,7 @@ def render_buffers(conv: Conversation, template: Template, tokenizer: Tokenizer,
         _check_mask(loss_mask, blocks, regions, trained, mask, seg, spans)
     rendered = Rendered(template=template.name, tokenizer=tokenizer.name, text=text, input_ids=seg.ids,
                         loss_mask=list(loss_mask), spans=tuple(spans), ledger=tuple(ledger.entries))
-    return rendered, seg.buffer, bytes(loss_mask)
+    return rendered, seg.buffer, bytes(loss_mask), MarkedInputs(inputs, marks)
 
 
 def check_fit(template: Template, tokenizer: Tokenizer) -> None:

@@ -21,6 +21,7 @@ GEN_OPEN = "\U000F0000"
 GEN_CLOSE = "\U000F0001"
 MARK_RE = re.compile("[\U000F0000-\U000FFFFD\U00100000-\U0010FFFD]")
 _PLANE = 0xFFFE  # usable code points per private-use plane
+_PLANE_PAIRS = (_PLANE - 2) // 2  # pairs 0.. whose open and close (2 + 2i, 3 + 2i) are both in plane 15
 
 
 def mark_char(index: int) -> str:
@@ -83,6 +84,9 @@ class Marks:
     def _pair(self, ref: BlockRef) -> tuple[str, str]:
         i = len(self.refs)
         self.refs.append(ref)
+        if i < _PLANE_PAIRS:  # both in the first plane (mark_char, without two calls)
+            code = 0xF0002 + 2 * i
+            return chr(code), chr(code + 1)
         return mark_char(2 + 2 * i), mark_char(3 + 2 * i)
 
     def text(self, value: str, ref: BlockRef, *, anchor: bool = False, repeatable: bool = False) -> str:
@@ -90,7 +94,7 @@ class Marks:
         unless `anchor`: then an empty pair still shows where the block went."""
         if not self.enabled or (not value and not anchor):
             return value
-        if _has_marks(value):
+        if not value.isascii() and MARK_RE.search(value) is not None:  # _has_marks, inline: once per block
             raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
                               "renderer uses as span markers", path=ref.path, code="render_private_use")
         if repeatable:

@@ -77,6 +77,19 @@ class _Generation(jinja2.ext.Extension):
         return GEN_OPEN + caller() + GEN_CLOSE
 
 
+class _InlineGeneration(_Generation):
+    """The built-in templates' `{% generation %}`: the two sentinels written as template text around
+    the body, with no macro call per region. Same output as `_Generation` for templates that set
+    nothing inside a region that they read after it (the project's own; user templates keep the
+    call-block scoping transformers gives them)."""
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return [jinja2.nodes.Output([jinja2.nodes.TemplateData(GEN_OPEN)]).set_lineno(lineno), *body,
+                jinja2.nodes.Output([jinja2.nodes.TemplateData(GEN_CLOSE)]).set_lineno(lineno)]
+
+
 class _TemplateDict:
     # `dict(...)` for templates, without exposing the type itself (as transformers does).
     def __call__(self, *args, **kwargs):
@@ -122,8 +135,8 @@ def make_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-def _configured(env_class: type[jinja2.Environment]) -> jinja2.Environment:
-    env = env_class(trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols])
+def _configured(env_class: type[jinja2.Environment], generation: type[_Generation] = _Generation) -> jinja2.Environment:
+    env = env_class(trim_blocks=True, lstrip_blocks=True, extensions=[generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -146,13 +159,21 @@ class _TrustedEnvironment(jinja2.Environment):
                 return obj[attribute]
             except KeyError:
                 pass
-        return super().getattr(obj, attribute)
+        # jinja2.Environment.getattr, without the call to it (loop.first, a string's methods).
+        try:
+            return getattr(obj, attribute)
+        except AttributeError:
+            pass
+        try:
+            return obj[attribute]
+        except (TypeError, LookupError, AttributeError):
+            return self.undefined(obj=obj, name=attribute)
 
 
 # The built-in templates (files of this project) are trusted code: rendered without the sandbox's checks
 # on every attribute access and call, which cost a fifth of their render time. Same output; user
 # templates always run sandboxed.
-_TRUSTED_ENV = _configured(_TrustedEnvironment)
+_TRUSTED_ENV = _configured(_TrustedEnvironment, _InlineGeneration)
 
 
 @dataclass(frozen=True, eq=False)

@@ -53,10 +53,11 @@ class Renderer:
         return self.render_buffers(conv)[0]
 
     def render_buffers(self, conv: Conversation):
-        """(Rendered, ids as int32 bytes, mask as int8 bytes)."""
-        from ..render.engine import render_buffers
+        """(Rendered, ids as int32 bytes, mask as int8 bytes, the marked template inputs): what `row`
+        takes as `rendered` and `buffers`."""
+        from ..render.engine import render_marked
 
-        return render_buffers(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
+        return render_marked(conv, self.template, self.tokenizer, mask=self.mask, options=self.options)
 
     def render_item(self, item, shape: ShapeConfig, export=None):
         """Render, apply the token limits (trimming whole units or windowing, as `shape.long` says), and
@@ -133,9 +134,10 @@ class Renderer:
                 hi = mid - 1
         return best
 
-    def row(self, item, conv: Conversation, rendered, buffers: list[bytes] | None = None, *,
+    def row(self, item, conv: Conversation, rendered, buffers: list | None = None, *,
             window: tuple[int, int] = (0, 1), row_id: str | None = None, export: Any = None) -> dict[str, Any]:
-        """The row; a window of a long conversation gives (index, count), its own id and export."""
+        """The row; a window of a long conversation gives (index, count), its own id and export.
+        `buffers`: the render's [ids, mask] bytes, and its MarkedInputs third when it has them."""
         # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
         # to the parent as buffers, turned into Arrow columns without a Python object per token.
         if buffers:
@@ -144,7 +146,8 @@ class Renderer:
         else:
             ids = np.array(rendered.input_ids, dtype=np.int32)
             mask = np.array(rendered.loss_mask, dtype=np.int8)
-        chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None)
+        chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None,
+                             buffers[2] if buffers and len(buffers) > 2 else None)
         exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
         ledger = item.ledger
         row = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ...conversation import Conversation
 from ...ledger import Ledger
 from ...render._harmony_inputs import build_inputs as harmony_inputs
@@ -17,6 +19,10 @@ from ...render._inputs import build_inputs
 from ...render.marks import MARK_RE, Marks, mark_index
 
 TARGET = "messages export"
+# A JSON value's exact copy (dicts, lists for tuples, exact ints and floats, keys of any type).
+_PLAIN_ENCODE = msgspec.msgpack.Encoder().encode
+_PLAIN_DECODE = msgspec.msgpack.Decoder().decode
+_UNMARK = MARK_RE.sub
 
 
 @dataclass(frozen=True)
@@ -27,51 +33,111 @@ class Chat:
     mask: Any  # the render's MaskPolicy
 
 
-def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: bytes | None = None) -> Chat:
-    """The template inputs of the render that produced `rendered` (same family, policy and options)."""
+def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: bytes | None = None,
+                  marked: Any = None) -> Chat:
+    """The template inputs of the render that produced `rendered` (same family, policy and options).
+    `marked`: that render's own MarkedInputs, which are those inputs (not built again)."""
     family = renderer.template.family
-    marks = Marks()
-    ledger = Ledger(TARGET)  # the render's own ledger already holds every entry this conversion makes
     if family.build_inputs is harmony_inputs:
         # Harmony's own inputs are one message per block of its format; trainers and the official
         # gpt-oss template read chat messages, which the generic conversion gives under its policy.
-        inputs = build_inputs(conv, marks, ledger, family.policy)
+        marks = Marks()
+        inputs = build_inputs(conv, marks, Ledger(TARGET), family.policy)
+    elif marked is not None:
+        inputs, marks = marked
     else:
-        inputs = family.inputs(conv, marks, ledger, renderer.options)
+        marks = Marks()
+        # The render's own ledger already holds every entry this conversion makes.
+        inputs = family.inputs(conv, marks, Ledger(TARGET), renderer.options)
     trained_messages = _trained_messages(rendered, mask_bytes)
     messages, trained = [], []
     for message in inputs.messages:
-        sources: set[int] = set()
-        plain = _strip(message, marks, sources)
-        messages.append(plain)
-        trained.append(plain.get("role") == "assistant" and bool(sources & trained_messages))
-    tools = [_strip(tool, marks, set()) for tool in inputs.tools or ()]
+        if message.get("role") == "assistant":  # only an assistant message's sources decide anything
+            sources: set[int] = set()
+            messages.append(_strip(message, marks, sources))
+            trained.append(bool(sources & trained_messages))
+        else:
+            messages.append(_strip(message, marks, None))
+            trained.append(False)
+    tools = [_plain_tool(tool, marks) for tool in inputs.tools or ()]
     return Chat(messages, tools, trained, renderer.mask)
 
 
 def _trained_messages(rendered: Any, mask_bytes: bytes | None) -> set[int]:
     mask = mask_bytes if mask_bytes is not None else bytes(rendered.loss_mask)
+    # A span is trained when not all of its mask bytes are zero.
     return {span.message for span in rendered.spans
-            if span.message is not None and any(mask[span.token_start:span.token_end])}
+            if span.message is not None and mask.count(0, span.token_start, span.token_end)
+            < span.token_end - span.token_start}
 
 
-def _strip(value: Any, marks: Marks, sources: set[int]) -> Any:
+# Plain copies of cached tool definitions, by the identity of the JSON text the cache gave them (held
+# here, so the identity stays theirs): a dataset's tool lists repeat. Shared between rows, as the
+# cached definitions are: nothing mutates a row's tools.
+_PLAIN_TOOLS: dict[int, tuple[str, dict[str, Any]]] = {}
+_PLAIN_TOOLS_MAX = 2048
+
+
+def _plain_tool(tool: Any, marks: Marks) -> Any:
+    text = getattr(tool, "sftprep_json", None)
+    if text is None:
+        return _strip(tool, marks, None)
+    hit = _PLAIN_TOOLS.get(id(text))
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    plain = _strip(tool, marks, None)
+    if len(_PLAIN_TOOLS) >= _PLAIN_TOOLS_MAX:
+        _PLAIN_TOOLS.clear()
+    _PLAIN_TOOLS[id(text)] = (text, plain)
+    return plain
+
+
+def _strip(value: Any, marks: Marks, sources: set[int] | None) -> Any:
     """A plain copy of `value` without sentinels; the canonical messages whose marks it held go to
-    `sources`. Marked dicts (and cached tool definitions) are never mutated."""
-    pair = getattr(value, "sftprep_marks", None)
-    if pair is not None:
-        _note(pair[0], marks, sources)
-    if isinstance(value, str):
+    `sources` (None: not wanted). Marked dicts (and cached tool definitions) are never mutated."""
+    kind = type(value)  # exact types first: most values are plain strings and dicts
+    if kind is str:
         if value.isascii():
             return value
-        for char in MARK_RE.findall(value):
-            _note(char, marks, sources)
-        return MARK_RE.sub("", value)
+        if _one_piece(value):
+            if sources is not None:
+                _note(value[0], marks, sources)
+            return value[1:-1]
+        if sources is not None:
+            for char in MARK_RE.findall(value):
+                _note(char, marks, sources)
+        return _UNMARK("", value)
+    if kind is dict:
+        if sources is None:  # string values (most) stripped here, not through _strip
+            return {key: (item if item.isascii() else item[1:-1] if _one_piece(item) else _UNMARK("", item))
+                    if type(item) is str else _strip(item, marks, None) for key, item in value.items()}
+        return {key: _strip(item, marks, sources) for key, item in value.items()}
+    if kind is list:
+        return [_strip(item, marks, sources) for item in value]
+    pair = getattr(value, "sftprep_marks", None)
+    if pair is not None:
+        if sources is not None:
+            _note(pair[0], marks, sources)
+        # Marks.json refused any sentinel inside: what remains is a plain copy, made in C when it can be.
+        try:
+            return _PLAIN_DECODE(_PLAIN_ENCODE(value))
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+            pass
+    if isinstance(value, str):
+        return _strip(str(value), marks, sources) if not value.isascii() else value
     if isinstance(value, dict):
         return {key: _strip(item, marks, sources) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_strip(item, marks, sources) for item in value]
     return value
+
+
+def _one_piece(text: str) -> bool:
+    """`text` is one marked piece, open + content + close of one pair: Marks.text refuses content that
+    holds sentinels, so none is inside and stripping is a slice, not a scan of the whole text."""
+    first = ord(text[0])
+    return (ord(text[-1]) == first + 1 and not first & 1
+            and (0xF0002 <= first <= 0xFFFFC or 0x100000 <= first <= 0x10FFFC))
 
 
 def _note(char: str, marks: Marks, sources: set[int]) -> None:
