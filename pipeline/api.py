@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from .qa import build_report, write_html
 from .run import JobConfig, RunResult, execute_job
 
 
@@ -14,6 +13,8 @@ def run_job(config: JobConfig, *, progress: bool | None = None) -> RunResult:
     started = time.perf_counter()
     result = execute_job(config, progress=progress)
     if config.output.qa_report:
+        from .qa import build_report, write_html  # polars and the figures: only when the report is on
+
         result.report = build_report(result.output_dir)
         write_html(result.report, result.output_dir / "qa_report.html")
     result.seconds = time.perf_counter() - started

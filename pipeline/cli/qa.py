@@ -11,7 +11,6 @@ import sys
 
 from rich.console import Console
 
-from ..qa import build_report, render_terminal, to_json, write_html
 from .common import EXIT_OK
 
 EXAMPLES = """\
@@ -31,6 +30,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from ..qa import build_report, render_terminal, to_json, write_html  # polars: only when a report is made
+
     report = build_report(args.paths)
     if args.html:
         path = write_html(report, args.html)

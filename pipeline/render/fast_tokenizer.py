@@ -183,15 +183,16 @@ class FastEncoder:
         byte_start = byte_end - lengths
         joined = "".join(texts)
         chars = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t in texts], out=chars[1:])
+        np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=chars[1:])
         if joined.isascii():
             piece_bytes = chars
             start, end = byte_start, byte_end
         else:
             data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-            char_of_byte = np.cumsum((data & 0xC0) != 0x80) - 1  # a UTF-8 lead byte starts a character
-            piece_bytes = np.zeros(len(texts) + 1, dtype=np.int64)
-            np.cumsum([len(t.encode("utf-8")) for t in texts], out=piece_bytes[1:])
+            leads = (data & 0xC0) != 0x80  # a UTF-8 lead byte starts a character
+            char_of_byte = np.cumsum(leads) - 1
+            # each piece's first byte: its first character's lead byte (the end, past the last piece)
+            piece_bytes = np.append(np.flatnonzero(leads), len(data))[chars]
             if len(ids) and byte_end[-1] != len(data):
                 self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
             start = char_of_byte[byte_start] if len(ids) else byte_start
@@ -201,18 +202,13 @@ class FastEncoder:
         if not np.array_equal(ends_at, piece_bytes):
             self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
         base = np.repeat(chars[:-1], np.diff(bounds))
-        rel_start = (start - base).astype(np.int32)
-        rel_end = (end - base).astype(np.int32)
+        # Whole arrays once, then sliced per piece (slicing an array or bytes is one C call)
+        all_starts = array(_INT32, (start - base).astype(np.int32).tobytes())
+        all_ends = array(_INT32, (end - base).astype(np.int32).tobytes())
         all_ids = ids.tolist()
-        le = ids.astype("<i4")
-        out = []
-        for i in range(len(texts)):
-            a, b = int(bounds[i]), int(bounds[i + 1])
-            starts, ends = array(_INT32), array(_INT32)
-            starts.frombytes(rel_start[a:b].tobytes())
-            ends.frombytes(rel_end[a:b].tobytes())
-            out.append((all_ids[a:b], starts, ends, le[a:b].tobytes()))
-        return out
+        le = ids.astype("<i4").tobytes()
+        cuts = bounds.tolist()
+        return [(all_ids[a:b], all_starts[a:b], all_ends[a:b], le[4 * a:4 * b]) for a, b in zip(cuts, cuts[1:])]
 
     def _lengths(self, ids: np.ndarray) -> np.ndarray:
         table = self.byte_lengths
@@ -248,9 +244,13 @@ class FastEncoder:
         return {"encoded": self.encoded, "checked": self.checked, "normalized_to_hf": self.to_hf}
 
 
-def first_difference(encoder: FastEncoder, texts: list[str], fast: list[Encoded]) -> None:
-    """Raise TokenizerDisagreement at the first text whose ids or offsets differ from HF's."""
-    for text, mine, theirs in zip(texts, fast, hf_encode(encoder.backend, texts, batch=False)):
+def first_difference(encoder: FastEncoder, texts: list[str], fast: list[Encoded],
+                     reference: list[Encoded] | None = None) -> None:
+    """Raise TokenizerDisagreement at the first text whose ids or offsets differ from HF's
+    (`reference`: HF's encodings of these texts, when already made)."""
+    if reference is None:
+        reference = hf_encode(encoder.backend, texts, batch=False)
+    for text, mine, theirs in zip(texts, fast, reference):
         if mine[0] != theirs[0] or mine[1] != theirs[1] or mine[2] != theirs[2]:
             raise TokenizerDisagreement(encoder.tokenizer_name, encoder.name, text, mine[0], theirs[0])
 
@@ -399,9 +399,11 @@ def probe_pieces(tokenizer: _Tokenizer) -> list[str]:
 
 
 def self_check(encoder: FastEncoder, tokenizer: _Tokenizer) -> None:
-    """The engine must give HF's ids and offsets on every probe piece, encoded in one batch and one by one."""
+    """The engine must give HF's ids and offsets on every probe piece, encoded in one batch and one by one
+    (against one HF reference: HF encodes each piece alone either way)."""
     pieces = probe_pieces(tokenizer)
-    first_difference(encoder, pieces, encoder.encode(pieces, check=False))
-    for piece in pieces[:len(PROBES)]:
-        first_difference(encoder, [piece], encoder.encode([piece], check=False))
+    reference = hf_encode(encoder.backend, pieces, batch=False)
+    first_difference(encoder, pieces, encoder.encode(pieces, check=False), reference)
+    for i, piece in enumerate(pieces[:len(PROBES)]):
+        first_difference(encoder, [piece], encoder.encode([piece], check=False), reference[i:i + 1])
     encoder.encoded = encoder.to_hf = 0

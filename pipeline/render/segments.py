@@ -10,6 +10,7 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from itertools import accumulate, chain
 from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -133,9 +134,10 @@ class SegmentEncoder:
         self._cached_tokens = 0
         self._lock = threading.Lock()
         added = sorted(tokenizer.added_tokens, key=len, reverse=True)  # longest first = leftmost-longest
-        self._split = re.compile("|".join(re.escape(t) for t in added)) if added else None
+        self._split = re.compile("(" + "|".join(re.escape(t) for t in added) + ")") if added else None
         self._segmentable = tokenizer.segmentable
         self._token_bytes = {token_id: struct.pack("<i", token_id) for token_id in tokenizer.added_tokens.values()}
+        self._token_parts: dict[tuple[int, int], tuple[list[int], array, array, bytes]] = {}  # see encode
         self.fast = None  # a FastEncoder once `use_backend` chose one; None: HF tokenizers
         self.backend_note = "HF tokenizers"
         self._backend_choice: tuple[str, int] = ("hf", 0)
@@ -151,52 +153,44 @@ class SegmentEncoder:
 
     def split(self, text: str) -> list[tuple[int, int, int | None]]:
         """(start, end, id) pieces: id is the added token's id, or None for text between them."""
-        pieces: list[tuple[int, int, int | None]] = []
         if self._split is None or not self._segmentable:
             return [(0, len(text), None)] if text else []
         added = self.tokenizer.added_tokens
+        pieces: list[tuple[int, int, int | None]] = []
+        # The pattern captures: split() alternates text between tokens and the tokens themselves.
+        parts = self._split.split(text)
         pos = 0
-        for match in self._split.finditer(text):
-            if match.start() > pos:
-                pieces.append((pos, match.start(), None))
-            pieces.append((match.start(), match.end(), added[match.group()]))
-            pos = match.end()
-        if pos < len(text):
+        for i in range(0, len(parts) - 1, 2):
+            between, token = parts[i], parts[i + 1]
+            if between:
+                pieces.append((pos, pos + len(between), None))
+                pos += len(between)
+            pieces.append((pos, pos + len(token), added[token]))
+            pos += len(token)
+        if parts[-1]:
             pieces.append((pos, len(text), None))
         return pieces
 
     def encode(self, text: str, pieces: list[tuple[int, int, int | None]] | None = None) -> Segmented:
         if pieces is None:
             pieces = self.split(text)
-        texts = [text[a:b] for a, b, token in pieces if token is None]
-        encoded = self._encode_texts(texts)
-        ids: list[int] = []
-        buffers: list[bytes] = []
-        rel_starts: list[Any] = []
-        rel_ends: list[Any] = []
-        char_starts, token_starts, offsets, lengths = [], [], [], []
-        token_bytes = self._token_bytes
-        k = 0
-        for start, end, token in pieces:
-            char_starts.append(start)
-            token_starts.append(len(ids))
-            lengths.append(end - start)
-            if token is not None:
-                ids.append(token)
-                offsets.append(None)
-                buffers.append(token_bytes[token])
-                rel_starts.append(_ZERO)
-                rel_ends.append(array(_INT32, [end - start]))
-            else:
-                seg_ids, starts, ends, buffer = encoded[k]
-                k += 1
-                ids.extend(seg_ids)
-                offsets.append((starts, ends))
-                buffers.append(buffer)
-                rel_starts.append(starts)
-                rel_ends.append(ends)
-        return Segmented(ids, char_starts, token_starts, offsets, lengths, b"".join(buffers), b"".join(rel_starts),
-                         b"".join(rel_ends), {}, {})
+        encoded = iter(self._encode_texts([text[a:b] for a, b, token in pieces if token is None]))
+        token_parts = self._token_parts
+        # per piece: (ids, token starts, token ends, ids as bytes); an added token's is built once
+        parts = [next(encoded) if token is None else token_parts.get((token, end - start))
+                 or self._token_part(token, end - start) for start, end, token in pieces]
+        token_starts = list(accumulate([len(part[0]) for part in parts], initial=0))
+        token_starts.pop()
+        return Segmented(list(chain.from_iterable([part[0] for part in parts])), [start for start, _, _ in pieces],
+                         token_starts,
+                         [None if token is not None else (part[1], part[2]) for part, (_, _, token) in zip(parts, pieces)],
+                         [end - start for start, end, _ in pieces], b"".join([part[3] for part in parts]),
+                         b"".join([part[1] for part in parts]), b"".join([part[2] for part in parts]), {}, {})
+
+    def _token_part(self, token: int, length: int) -> tuple[list[int], array, array, bytes]:
+        part = ([token], _ZERO, array(_INT32, [length]), self._token_bytes[token])
+        self._token_parts[(token, length)] = part
+        return part
 
     def _encode_texts(self, texts: list[str]):
         out: list[Any] = [None] * len(texts)

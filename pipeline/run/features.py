@@ -32,4 +32,6 @@ def with_features(schema: pa.Schema) -> pa.Schema:
 
 def json_array(values: list[str | None]) -> pa.Array:
     """JSON texts as an Arrow JSON column (stored as strings, read back as strings by pyarrow and polars)."""
-    return pa.ExtensionArray.from_storage(pa.json_(), pa.array(values, type=pa.string()))
+    from .arrow_columns import arrow_array  # features.py is read by the schema alone: keep it light
+
+    return pa.ExtensionArray.from_storage(pa.json_(), arrow_array(values, pa.string()))

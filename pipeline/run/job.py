@@ -23,7 +23,7 @@ from .progress import Progress
 from .stages import Context
 from .split import Outputs
 from .stats import Stats
-from .worker import init_worker, work
+from .worker import GC_THRESHOLD, init_worker, work
 from .writers import JsonlFile, clear_earlier_run, ensure_dir, write_json
 
 
@@ -70,6 +70,8 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, renderer, rep
     freeze = gc.get_freeze_count() == 0
     if freeze:
         gc.freeze()
+    threshold = gc.get_threshold()  # and the collector seldom runs while results stream (see worker.py)
+    gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
     try:
         folder = Folder(config.shape.sessions, config.shape.session_window, stats)
         for items, worker_stats in _execute(_batches(paths, config, reporter), config):
@@ -103,6 +105,7 @@ def _execute_into(out: Path, paths: list[Path], config: JobConfig, renderer, rep
         reporter.done(stats)
         raise
     finally:
+        gc.set_threshold(*threshold)
         if freeze:
             gc.unfreeze()
     reporter.done(stats)

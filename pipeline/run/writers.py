@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from .. import jsonpolicy
 from ..errors import ConfigError
+from .arrow_columns import arrow_array, list_array
 from .features import json_array, with_features
 
 SCHEMA = with_features(pa.schema([
@@ -187,16 +188,18 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
             columns.append(json_array([row[field.name] for row in rows]))
         elif field.name in lists:
             offsets, values = lists[field.name]
-            columns.append(pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
-                                                    pa.array(values, type=field.type.value_type)))
+            columns.append(list_array(offsets, values, field.type.value_type))
         else:
-            columns.append(pa.array([row[field.name] for row in rows], type=field.type))
+            columns.append(arrow_array([row[field.name] for row in rows], field.type))
     return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+_NUMPY_TYPES = {pa.int32(): np.dtype(np.int32), pa.int8(): np.dtype(np.int8)}
 
 
 def _list_values(values: list[Any], item: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, concatenated values) of a list column."""
-    dtype = item.to_pandas_dtype()
+    dtype = _NUMPY_TYPES[item]  # not item.to_pandas_dtype(): that imports pandas
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum([len(v) for v in values], out=offsets[1:])
     flat = np.concatenate([np.asarray(v, dtype=dtype) for v in values]) if values else np.empty(0, dtype=dtype)

@@ -15,6 +15,8 @@ from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.keyword import DENYLIST as KEYWORDS
 
+from .screen import Screens, fold, screen
+
 
 class Finding(NamedTuple):
     start: int
@@ -30,6 +32,7 @@ _SKIPPED_PLUGINS = {"IPPublicDetector"}
 # Substrings every keyword above contains, checked before the (slower) keyword regex.
 _CREDENTIAL_STEMS = ("key", "pass", "pwd", "secret", "contrase", "token", "credential", "auth", "bearer")
 _KEYWORD_CONTEXT = re.compile("|".join(KEYWORDS + ("token", "credential", "auth", "bearer")), re.IGNORECASE)
+_KEYWORD_SCREEN = screen(_KEYWORD_CONTEXT)  # searched in fold(text), far faster than ignoring case
 # A transcript holds code and configuration alike: assignments are read as in Python (quoted), YAML
 # (`key: value`) and config files (`KEY=value`).
 _KEYWORD_FILE_KINDS = ("transcript.py", "transcript.yaml", "transcript.cfg")
@@ -82,7 +85,10 @@ def find(text: str, *, phone_region: str | None = None) -> list[Finding]:
 
 
 def _find(text: str, phone_region: str | None) -> list[Finding]:
-    found = _secrets(text) + _personal(text, phone_region)
+    return _resolve(_secrets(text) + _personal(text, phone_region))
+
+
+def _resolve(found: list[Finding]) -> list[Finding]:
     # Where two overlap, a secret wins over personal data (`://user:PASSWORD@host` is not an e-mail),
     # then the longer span.
     found.sort(key=lambda f: (f.start, f.kind != "secret", -(f.end - f.start)))
@@ -100,21 +106,44 @@ def _secrets(text: str) -> list[Finding]:
     out: list[Finding] = []
     for match in _PEM_BLOCK.finditer(text):
         out.append(Finding(match.start(), match.end(), "private_key", "secret"))
+    # A line is part of the text: a pattern whose screen finds nothing in the text matches no line (the
+    # credential-word pattern included).
+    live = _screens().live(text, fold(text))
+    if not live:
+        return out
+    keywords = _KEYWORD_CONTEXT in live
+    live.discard(_KEYWORD_CONTEXT)
     offset = 0
     for line in text.splitlines(keepends=True):
         if line.strip():
-            out.extend(_secrets_in_line(line, offset))
+            out.extend(_secrets_in_line(line, offset, live, keywords))
         offset += len(line)
     return out
 
 
-def _secrets_in_line(line: str, offset: int) -> list[Finding]:
+@lru_cache(maxsize=1)
+def _screens() -> Screens:
+    return Screens([_KEYWORD_CONTEXT, *(pattern for _, _, patterns in _plugin_patterns() for pattern in patterns or ())])
+
+
+@lru_cache(maxsize=1)
+def _plugin_patterns() -> tuple[tuple[str, object, tuple[re.Pattern, ...] | None], ...]:
+    """Each plugin with the patterns of a regex plugin (None for the keyword and entropy plugins)."""
+    return tuple((name, plugin, tuple(plugin.denylist) if isinstance(plugin, RegexBasedDetector) else None)
+                 for name, plugin in _plugins())
+
+
+def _secrets_in_line(line: str, offset: int, live: set[re.Pattern], keywords: bool) -> list[Finding]:
     out: list[Finding] = []
-    lowered = line.lower()
-    credential_words = any(stem in lowered for stem in _CREDENTIAL_STEMS) and _KEYWORD_CONTEXT.search(line)
-    for name, plugin in _plugins():
-        if isinstance(plugin, RegexBasedDetector):
-            for pattern in plugin.denylist:
+    credential_words = (keywords and any(stem in line.lower() for stem in _CREDENTIAL_STEMS)
+                        and _KEYWORD_SCREEN.search(fold(line)) and _KEYWORD_CONTEXT.search(line))
+    if not live and not credential_words:
+        return out
+    for name, plugin, patterns in _plugin_patterns():
+        if patterns is not None:
+            for pattern in patterns:
+                if pattern not in live:
+                    continue
                 for match in pattern.finditer(line):
                     start, end = _secret_span(match)
                     while end < len(line) and _TOKEN_CHAR.match(line[end]):  # JWT: its signature too
@@ -173,27 +202,56 @@ _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){2,7}(?::|[0-9A-Fa-f]{1,4})(
 # Domains reserved for documentation and tests (RFC 2606, RFC 6761): nobody's address.
 _RESERVED_DOMAIN = re.compile(r"@(?:[\w-]+\.)*(?:example\.(?:com|net|org)|[\w-]+\.(?:example|test|invalid|localhost))$|@localhost$",
                               re.IGNORECASE)
+# Strings every match of a pattern above contains, searched first (each pattern starts with a lookbehind,
+# so re tries it at every position). Card and IPv4 screens read the text with each ASCII digit as "0".
+_DIGITS_AS_ZERO = bytes(ord("0") if chr(b) in "0123456789" else b for b in range(256))
+_CARD_SCREEN = b"0" * 13  # thirteen digits, once the separators (" ", "-") between them are gone
+_IPV4_SCREEN = re.compile(rb"0\.0{1,3}\.0{1,3}\.0")  # the middle of a dotted quad
+# Every match of either form of _IPV6 starts one to four hex digits before its first colon, which has a
+# second group or a second colon after it.
+_IPV6_FIRST_COLON = re.compile(r":(?<=[0-9A-Fa-f]:)(?=[0-9A-Fa-f]{1,4}:|:)")
 # Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay):
 # a Luhn-valid digit run without one is more likely an id than a card.
 _CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|6(?:011|5|4[4-9]|22)|35|30[0-5]|36|38|62)")
 
 
 def _personal(text: str, phone_region: str | None) -> list[Finding]:
-    out = [Finding(m.start(), m.end(), "email_address", "personal") for m in _EMAIL.finditer(text)
-           if not _RESERVED_DOMAIN.search(m.group())]
-    for match in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", match.group())
-        if 13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) and _luhn(digits):
-            out.append(Finding(match.start(), match.end(), "credit_card", "personal"))
-    for pattern in (_IPV4, _IPV6):
-        for match in pattern.finditer(text):
-            if _public_ip(match.group()):
-                out.append(Finding(match.start(), match.end(), "ip_address", "personal"))
+    out = []
+    if "@" in text:
+        out += [Finding(m.start(), m.end(), "email_address", "personal") for m in _EMAIL.finditer(text)
+                if not _RESERVED_DOMAIN.search(m.group())]
+    # In an ASCII text the only characters \d matches are 0-9.
+    zeroed = text.encode("ascii").translate(_DIGITS_AS_ZERO) if text.isascii() else None
+    if zeroed is None or _CARD_SCREEN in zeroed.translate(None, b" -"):
+        for match in _CARD.finditer(text):
+            digits = re.sub(r"\D", "", match.group())
+            if 13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) and _luhn(digits):
+                out.append(Finding(match.start(), match.end(), "credit_card", "personal"))
+    ipv4 = _IPV4.finditer(text) if zeroed is None or _IPV4_SCREEN.search(zeroed) else ()
+    for match in (*ipv4, *_ipv6_matches(text)):
+        if _public_ip(match.group()):
+            out.append(Finding(match.start(), match.end(), "ip_address", "personal"))
     if "+" in text or phone_region:
         leniency = phonenumbers.Leniency.VALID
         for match in phonenumbers.PhoneNumberMatcher(text, phone_region, leniency=leniency):
             out.append(Finding(match.start, match.end, "phone_number", "personal"))
     return out
+
+
+def _ipv6_matches(text: str) -> list[re.Match]:
+    """What _IPV6.finditer(text) gives, trying the pattern only where a match can start (re's match at a
+    position sees the whole text, as finditer does; each match is the leftmost one after the last)."""
+    found: list[re.Match] = []
+    end = tried = 0
+    for colon in _IPV6_FIRST_COLON.finditer(text):
+        for start in range(max(colon.start() - 4, end, tried), colon.start()):
+            match = _IPV6.match(text, start)
+            if match:
+                found.append(match)
+                end = match.end()  # at or past this colon: no match is shorter than four characters
+                break
+        tried = max(tried, colon.start())
+    return found
 
 
 def _luhn(digits: str) -> bool:
@@ -207,6 +265,8 @@ def _luhn(digits: str) -> bool:
 def _public_ip(text: str) -> bool:
     """Addresses that can point at a person: global ones. Loopback, private ranges, documentation
     ranges and version-like strings (`1.2.3.4` in a changelog is as likely) are left alone."""
+    if ":" in text and "::" not in text and text.count(":") != 7:
+        return False  # not IPv6 (eight groups, or "::"): a time of day, which ip_address would refuse slowly
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
