@@ -48,7 +48,6 @@ _TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", 
              "<start_function_call>", "default_api.")
 
 
-
 def _may_hold_call(text: str) -> bool:
     # _TRIGGERS written out: most assistant texts hold none, and this runs on every one of them.
     return ("{" in text or "[" in text or "<|" in text or "Action" in text or "<tool_call>" in text
