@@ -22,6 +22,7 @@ MAX_INT_DIGITS = 4300  # Python's own limit for int <-> str; beyond it no writer
 _ORJSON_DEPTH = 254  # orjson refuses to write deeper
 _DECODER = msgspec.json.Decoder()  # exact integers at any size, unlike orjson (floats beyond 64 bits)
 _INT64 = (-(1 << 63), (1 << 64) - 1)  # what orjson reads and writes as an integer
+_COUNT_BELOW = 4096  # texts longer than this go to the exact depth check without counting brackets
 
 
 class JsonPolicyError(orjson.JSONDecodeError):
@@ -47,13 +48,19 @@ def loads(data: bytes | str) -> Any:
         raise JsonPolicyError(f"nested deeper than {MAX_DEPTH} levels", code="too_deep") from None
     except (msgspec.DecodeError, UnicodeEncodeError) as exc:  # the latter: a str holding a lone surrogate
         raise _located(data, exc) from None
-    if isinstance(data, str):
-        brackets = data.count("[") + data.count("{")
-    else:
-        brackets = data.count(b"[") + data.count(b"{")
-    if brackets > MAX_DEPTH:  # fewer brackets cannot nest deeper
+    # Fewer brackets than MAX_DEPTH cannot nest deeper, and a text holds fewer brackets than characters.
+    # Counting them is a prefilter only, worth it on short texts: on long ones it costs about as much as
+    # the exact check, which it seldom spares (tool schemas alone hold hundreds).
+    size = len(data)
+    if size > MAX_DEPTH and (size > _COUNT_BELOW or _brackets(data) > MAX_DEPTH):
         check_depth(value)
     return value
+
+
+def _brackets(data: bytes | str) -> int:
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    return data.count(b"[") + data.count(b"{")
 
 
 def _located(data: bytes | str, exc: Exception) -> JsonPolicyError:
@@ -68,17 +75,37 @@ def _located(data: bytes | str, exc: Exception) -> JsonPolicyError:
 
 def check_depth(value: Any) -> None:
     """JsonPolicyError naming the first container nested deeper than MAX_DEPTH, if any."""
-    wrapped = value
-    for _ in range(_ORJSON_DEPTH - MAX_DEPTH):
-        wrapped = [wrapped]
     try:
-        orjson.dumps(wrapped)
+        nest = _NESTS.pop()  # atomic: each thread takes a nest of its own
+    except IndexError:
+        nest = _nest()
+    outer, inner = nest
+    inner[0] = value
+    try:
+        orjson.dumps(outer)
         return  # a C-speed proof that the value is shallow enough
     except TypeError:
         pass  # too deep for orjson, or an exact big integer: walk it
+    finally:
+        inner[0] = None
+        _NESTS.append(nest)
     path = _too_deep(value)
     if path is not None:
         raise JsonPolicyError(f"nested deeper than {MAX_DEPTH} levels", code="too_deep", path=path)
+
+
+def _nest() -> tuple[list, list]:
+    """(outer, inner): _ORJSON_DEPTH - MAX_DEPTH lists, each the only element of the one before; a value
+    put in `inner` is as deep inside `outer` as orjson allows a value of MAX_DEPTH levels to be. Kept
+    for reuse: building the lists per check cost more than the dump of a small record."""
+    inner: list = [None]
+    outer = inner
+    for _ in range(_ORJSON_DEPTH - MAX_DEPTH - 1):
+        outer = [outer]
+    return outer, inner
+
+
+_NESTS: list[tuple[list, list]] = []
 
 
 def _too_deep(value: Any) -> str | None:
