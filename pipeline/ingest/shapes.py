@@ -133,9 +133,12 @@ def _session_record(path: str | Path) -> RawRecord:
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Lines as text. Bytes that are not UTF-8 become lone surrogates, which no JSON reader accepts: the
+    line is then broken like any other (a rejection naming it; a note when it is the cut-off last line),
+    where replacing them would change the session's text unseen."""
     with open_bytes(path) as stream:
         for number, line in enumerate(stream, start=1):
-            yield number, line.decode("utf-8", "replace")
+            yield number, line.decode("utf-8", "surrogateescape")
 
 
 def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
