@@ -16,6 +16,9 @@ from msgspec import UNSET
 from . import jsonpolicy
 
 _PREFIX = "call_"
+_TEXT_DIGESTS: dict[tuple[str, str], str] = {}  # (name, arguments text) -> digest; see CallIds.from_text
+_TEXT_DIGESTS_MAX = 4096
+_TEXT_DIGESTS_LONGEST = 1024
 
 
 def _digest(*parts: bytes) -> str:
@@ -43,7 +46,24 @@ class CallIds:
         self._seen: dict[str, int] = {}
 
     def new(self, name: str, arguments: Any = UNSET, *, raw_arguments: str | None = None) -> str:
-        key = _digest(name.encode("utf-8", "surrogatepass"), _arguments_bytes(arguments, raw_arguments))
+        return self._issue(_digest(name.encode("utf-8", "surrogatepass"), _arguments_bytes(arguments, raw_arguments)))
+
+    def from_text(self, name: str, raw: str, arguments: Any) -> str:
+        """`new(name, arguments, raw_arguments=raw)` where `arguments` is what the JSON policy reads from
+        `raw` (UNSET when it refuses it): the digest is then a function of (name, raw) alone, so it is
+        remembered by them. A log's conversations repeat the same calls; the sorted dump and the hash
+        run once per distinct call."""
+        if len(raw) > _TEXT_DIGESTS_LONGEST:  # long texts are seldom repeated: not worth their memory
+            return self.new(name, arguments, raw_arguments=raw)
+        key = _TEXT_DIGESTS.get((name, raw))
+        if key is None:
+            key = _digest(name.encode("utf-8", "surrogatepass"), _arguments_bytes(arguments, raw))
+            if len(_TEXT_DIGESTS) >= _TEXT_DIGESTS_MAX:
+                _TEXT_DIGESTS.clear()
+            _TEXT_DIGESTS[(name, raw)] = key
+        return self._issue(key)
+
+    def _issue(self, key: str) -> str:
         n = self._seen.get(key, 0)
         self._seen[key] = n + 1
         return _PREFIX + (key if n == 0 else _digest(key.encode(), str(n).encode()))

@@ -63,6 +63,21 @@ def opt_str(obj: dict, key: str, path: str) -> str | None:
     return value
 
 
+_ITEM_PATHS: dict[str, list[str]] = {}
+
+
+def item_paths(base: str, count: int) -> list[str]:
+    """`base[0]` .. `base[count - 1]`: the paths of an array's items, which each item's parse takes to
+    name an error (seldom needed, always passed). Built once per base and reused, when not too many."""
+    paths = _ITEM_PATHS.get(base)
+    if paths is not None and len(paths) >= count:
+        return paths
+    paths = [f"{base}[{i}]" for i in range(max(count, 64))]
+    if count <= 4096 and (base in _ITEM_PATHS or len(_ITEM_PATHS) < 16):
+        _ITEM_PATHS[base] = paths
+    return paths
+
+
 def rest(obj: dict, known: frozenset[str]) -> dict[str, Any]:
     """A new dict of the keys a parser does not model (kept in extras, never the caller's dict)."""
     return {k: v for k, v in obj.items() if k not in known}

@@ -15,6 +15,8 @@ from . import blocks
 from .blocks import NAME, missing, opt_str, parse_part, req_dict, req_str, rest, wrong
 
 _USER_KEYS = frozenset(("role", "content", "name", "weight"))
+_PLAIN_KEYS = frozenset(("role", "content"))
+_USUAL_ASSISTANT_KEYS = frozenset(("role", "content", "tool_calls"))
 _ASSISTANT_KEYS = frozenset(("role", "content", "name", "weight", "tool_calls", "function_call", "refusal",
                              "audio", "reasoning_content", "reasoning"))
 _TOOL_KEYS = frozenset(("role", "content", "tool_call_id", "name"))
@@ -82,6 +84,10 @@ class Parser:
         return found, mode
 
     def plain(self, m: dict, role: str, path: str) -> Message:
+        content = m.get("content")
+        if type(content) is str and _PLAIN_KEYS.issuperset(m):
+            # The usual message, a string and nothing else: no form, name, weight or extras to read.
+            return Message(role=role, blocks=(Text(content),) if content else ())
         found, mode = self.required_content(m, role, path)
         form: dict[str, Any] = {}
         if mode != blocks.default_mode(found, role, False):
@@ -96,6 +102,49 @@ class Parser:
     def assistant(self, m: dict, path: str) -> Message:
         out: list = []
         form: dict[str, Any] = {}
+        # The usual assistant message has content and tool calls only: then every optional field below
+        # is absent, and reading it can be skipped.
+        usual = _USUAL_ASSISTANT_KEYS.issuperset(m)
+        if not usual:
+            self._reasoning(m, path, out)
+        found, mode = self.content(m, path)
+        out.extend(found)
+        if not usual:
+            self._refusal_and_audio(m, path, out)
+        calls = m.get("tool_calls")
+        has_calls = False
+        if type(calls) is list:
+            for j, call in enumerate(calls):
+                out.append(self.call(call, path, j))
+            has_calls = bool(calls)
+            if not calls:
+                form["empty_calls"] = True
+        elif calls is not None:
+            raise wrong(f"{path}.tool_calls", "'tool_calls'", "an array", calls)
+        if not usual:
+            legacy = m.get("function_call")
+            if type(legacy) is dict:
+                out.append(self.legacy_call(legacy, path))
+                has_calls = True
+            elif legacy is not None:
+                raise wrong(f"{path}.function_call", "'function_call'", "an object", legacy)
+        if mode != blocks.default_mode(found, "assistant", has_calls):
+            form["content"] = mode
+        if usual:
+            if calls is None and "tool_calls" in m:
+                form["null"] = ["tool_calls"]
+            return Message(role="assistant", blocks=tuple(out), form={NAME: form} if form else {})
+        name = opt_str(m, "name", path)
+        weight = _weight(m, path)
+        extras = _unknown(m, _ASSISTANT_KEYS)
+        if type(m.get("reasoning")) not in (str, type(None)):
+            extras = dict(extras or {}, reasoning=m["reasoning"])  # some servers send an object: keep it
+        _nulls(m, ("refusal", "audio", "tool_calls", "function_call", "reasoning_content", "reasoning", "name",
+                   "weight"), form)
+        return Message(role="assistant", blocks=tuple(out), name=name, weight=weight,
+                       extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
+
+    def _reasoning(self, m: dict, path: str, out: list) -> None:
         reasoning = m.get("reasoning_content")
         alt = m.get("reasoning")
         if type(reasoning) is str:
@@ -108,8 +157,8 @@ class Parser:
             raise wrong(f"{path}.reasoning_content", "'reasoning_content'", "a string", reasoning)
         if type(alt) is str:
             out.append(Reasoning(text=alt, origin=NAME, form={NAME: {"keys": ["reasoning"]}}))
-        found, mode = self.content(m, path)
-        out.extend(found)
+
+    def _refusal_and_audio(self, m: dict, path: str, out: list) -> None:
         refusal = m.get("refusal")
         if type(refusal) is str:
             out.append(Text(refusal, extras={NAME: {"refusal": True}}, form={NAME: {"field": True}}))
@@ -120,34 +169,6 @@ class Parser:
             out.append(Opaque(provider=NAME, item_type="assistant.audio", payload=dict(audio)))
         elif audio is not None:
             raise wrong(f"{path}.audio", "'audio'", "an object", audio)
-        calls = m.get("tool_calls")
-        has_calls = False
-        if type(calls) is list:
-            cpath = f"{path}.tool_calls"
-            for j, call in enumerate(calls):
-                out.append(self.call(call, f"{cpath}[{j}]"))
-            has_calls = bool(calls)
-            if not calls:
-                form["empty_calls"] = True
-        elif calls is not None:
-            raise wrong(f"{path}.tool_calls", "'tool_calls'", "an array", calls)
-        legacy = m.get("function_call")
-        if type(legacy) is dict:
-            out.append(self.legacy_call(legacy, f"{path}.function_call"))
-            has_calls = True
-        elif legacy is not None:
-            raise wrong(f"{path}.function_call", "'function_call'", "an object", legacy)
-        if mode != blocks.default_mode(found, "assistant", has_calls):
-            form["content"] = mode
-        name = opt_str(m, "name", path)
-        weight = _weight(m, path)
-        extras = _unknown(m, _ASSISTANT_KEYS)
-        if type(m.get("reasoning")) not in (str, type(None)):
-            extras = dict(extras or {}, reasoning=m["reasoning"])  # some servers send an object: keep it
-        _nulls(m, ("refusal", "audio", "tool_calls", "function_call", "reasoning_content", "reasoning", "name",
-                   "weight"), form)
-        return Message(role="assistant", blocks=tuple(out), name=name, weight=weight,
-                       extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
 
     def tool(self, m: dict, path: str) -> Message:
         provider_id = req_str(m, "tool_call_id", path)
@@ -169,14 +190,18 @@ class Parser:
 
     def result(self, m: dict, path: str, call_id: str | None, provider_id: str | None, matched_by: Any,
                role: str) -> ToolResult:
-        found, mode = self.content(m, path)
-        for j, block in enumerate(found):
-            if type(block) is not Text and type(block) is not Media:
-                raise ParseError(f"a {role} message holds text parts only", path=f"{path}.content[{j}]",
-                                 code="unknown_block")
         form: dict[str, Any] = {}
-        if mode != blocks.default_mode(found, "tool", False):
-            form["content"] = mode
+        content = m.get("content")
+        if type(content) is str:  # the usual: text only, in the default layout
+            found = [Text(content)] if content else []
+        else:
+            found, mode = self.content(m, path)
+            for j, block in enumerate(found):
+                if type(block) is not Text and type(block) is not Media:
+                    raise ParseError(f"a {role} message holds text parts only", path=f"{path}.content[{j}]",
+                                     code="unknown_block")
+            if mode != blocks.default_mode(found, "tool", False):
+                form["content"] = mode
         name = m.get("name")
         if role == "tool":
             if name is not None:
@@ -194,9 +219,10 @@ class Parser:
 
     # Calls ------------------------------------------------------------------------------------------
 
-    def call(self, call: Any, path: str) -> ToolCall | Opaque:
+    def call(self, call: Any, base: str, j: int) -> ToolCall | Opaque:
+        """Call `j` of the message at `base`. Its path is built only to name an error."""
         if type(call) is not dict:
-            raise wrong(path, "a tool call", "an object", call)
+            raise wrong(_call_path(base, j), "a tool call", "an object", call)
         kind = call.get("type", UNSET)
         form: dict[str, Any] = {}
         provider_id = call.get("id", UNSET)
@@ -204,21 +230,23 @@ class Parser:
             form["no_id"] = True
             provider_id = None
         elif type(provider_id) is not str:
-            raise wrong(f"{path}.id", "'id'", "a string", provider_id)
+            raise wrong(f"{_call_path(base, j)}.id", "'id'", "a string", provider_id)
         extras = _unknown(call, _CALL_KEYS) or {}
         if kind == "function" or (kind is UNSET and "function" in call):
             if kind is UNSET:
                 form["no_type"] = True
-            fn = req_dict(call, "function", path)
-            fpath = f"{path}.function"
-            name = req_str(fn, "name", fpath)
-            if "arguments" not in fn:
+            fn = call.get("function")
+            name = fn.get("name") if type(fn) is dict else None
+            if type(name) is not str or "arguments" not in fn:
+                path = _call_path(base, j)  # the checks again, to raise the error they name
+                fpath = f"{path}.function"
+                req_str(req_dict(call, "function", path), "name", fpath)
                 raise missing(fpath, "arguments")
-            raw = fn["arguments"]
             fn_rest = _unknown(fn, _CALL_FUNCTION_KEYS)
             if fn_rest:
                 extras["$function"] = fn_rest
-            return self._function_call(name, raw, f"{fpath}.arguments", provider_id, extras, form)
+            return self._function_call(name, fn["arguments"], base, j, provider_id, extras, form)
+        path = _call_path(base, j)
         if kind == "custom":
             custom = req_dict(call, "custom", path)
             cpath = f"{path}.custom"
@@ -239,19 +267,23 @@ class Parser:
             raise ParseError(f"unknown tool call type '{kind}'", path=path, code="unknown_block")
         return Opaque(provider=NAME, item_type=kind, payload=dict(call), role_hint="call")
 
-    def legacy_call(self, fc: dict, path: str) -> ToolCall:
+    def legacy_call(self, fc: dict, base: str) -> ToolCall:
+        """The `function_call` of the message at `base`."""
+        path = f"{base}.function_call"
         name = req_str(fc, "name", path)
         if "arguments" not in fc:
             raise missing(path, "arguments")
         extras = {"$function": rest(fc, _CALL_FUNCTION_KEYS)} if len(fc) > 2 else {}
         self._note()
-        return self._function_call(name, fc["arguments"], f"{path}.arguments", None, extras, {"legacy": True})
+        return self._function_call(name, fc["arguments"], base, None, None, extras, {"legacy": True})
 
-    def _function_call(self, name: str, raw: Any, path: str, provider_id: str | None, extras: dict,
-                       form: dict) -> ToolCall:
+    def _function_call(self, name: str, raw: Any, base: str, j: int | None, provider_id: str | None,
+                       extras: dict, form: dict) -> ToolCall:
+        """A function call's arguments read: those of call `j` of the message at `base`, or of its legacy
+        `function_call` when `j` is None."""
         if type(raw) is str:
             arguments, valid = blocks.loads(raw)
-            canonical = self.ids.new(name, arguments, raw_arguments=raw)
+            canonical = self.ids.from_text(name, raw, arguments)
             call = ToolCall(id=canonical, name=name, arguments=arguments, raw_arguments=raw, arguments_valid=valid,
                             provider_id=provider_id, extras={NAME: extras} if extras else {},
                             form={NAME: form} if form else {})
@@ -262,7 +294,8 @@ class Parser:
             call = ToolCall(id=canonical, name=name, arguments=dict(raw), provider_id=provider_id,
                             extras={NAME: extras} if extras else {}, form={NAME: form})
         else:
-            raise wrong(path, "'arguments'", "a string", raw)
+            where = f"{base}.function_call" if j is None else f"{_call_path(base, j)}.function"
+            raise wrong(f"{where}.arguments", "'arguments'", "a string", raw)
         self.index.add(canonical, name, provider_id)
         return call
 
@@ -271,9 +304,13 @@ class Parser:
             self.notes.append(_LEGACY_NOTE)
 
 
+def _call_path(base: str, j: int) -> str:
+    return f"{base}.tool_calls[{j}]"
+
+
 def _unknown(obj: dict, known: frozenset[str]) -> dict | None:
     """The keys a parser does not model, as a new dict; None (cheaply) when there are none."""
-    if obj.keys() <= known:
+    if known.issuperset(obj):
         return None
     return {k: v for k, v in obj.items() if k not in known}
 

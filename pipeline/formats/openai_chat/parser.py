@@ -13,7 +13,7 @@ from ...conversation import Conversation, Meta, Text, Tool
 from ...errors import ShapeError
 from ..base import SHAPES
 from . import blocks
-from .blocks import NAME, missing, req_dict, rest, wrong
+from .blocks import NAME, item_paths, missing, req_dict, rest, wrong
 from .detection import detect
 from .messages import Parser
 from .tools import parse_tool
@@ -55,7 +55,8 @@ def _parse_request(obj: Any, strict: bool) -> Conversation:
         if value is None:
             form.setdefault("null", []).append(key)
         elif type(value) is list:
-            tools.extend(parse_tool(t, f"$.{key}[{i}]", legacy) for i, t in enumerate(value))
+            paths = item_paths(f"$.{key}", len(value))
+            tools += [parse_tool(t, paths[i], legacy) for i, t in enumerate(value)]
             if not value:
                 form.setdefault("empty", []).append(key)
         else:
@@ -63,24 +64,24 @@ def _parse_request(obj: Any, strict: bool) -> Conversation:
     params = rest(obj, _REQUEST_KEYS)
     model = params.get("model")
     meta = Meta(provider=NAME, shape="request", model=model if type(model) is str else None)
-    conv = _parse_messages(messages, "$.messages", strict, form, meta, params)
-    return msgspec.structs.replace(conv, tools=tuple(tools)) if tools else conv
+    return _parse_messages(messages, "$.messages", strict, form, meta, params, tuple(tools))
 
 
 def _parse_messages(messages: list, base: str, strict: bool, form: dict, meta: Meta,
-                    params: dict | None = None) -> Conversation:
+                    params: dict | None = None, tools: tuple = ()) -> Conversation:
     parser = Parser(strict)
     system: list = []
     developer: list = []
     lead: list = []
     start = 0
+    paths = item_paths(base, len(messages))
     # Leading plain instruction messages become conv.system / conv.developer; one with a name or
     # unknown keys stays a message, and so does everything after it.
     for m in messages:
         if type(m) is not dict or (m.get("role") != "system" and m.get("role") != "developer") \
                 or not m.keys() <= {"role", "content"}:
             break
-        found, mode = parser.required_content(m, m["role"], f"{base}[{start}]")
+        found, mode = parser.required_content(m, m["role"], paths[start])
         if any(type(b) is not Text for b in found):
             break
         (system if m["role"] == "system" else developer).extend(found)
@@ -88,11 +89,11 @@ def _parse_messages(messages: list, base: str, strict: bool, form: dict, meta: M
         start += 1
     if lead != blocks.default_lead(tuple(system), tuple(developer)):
         form["lead"] = lead
-    out = [parser.message(m, f"{base}[{i}]") for i, m in enumerate(messages[start:], start)]
+    out = [parser.message(m, paths[i]) for i, m in enumerate(messages[start:], start)]
     if parser.notes:
         meta = msgspec.structs.replace(meta, notes=tuple(parser.notes))
-    return Conversation(messages=tuple(out), system=tuple(system), developer=tuple(developer), meta=meta,
-                        extras={NAME: params} if params else {}, form={NAME: form} if form else {})
+    return Conversation(messages=tuple(out), system=tuple(system), developer=tuple(developer), tools=tools,
+                        meta=meta, extras={NAME: params} if params else {}, form={NAME: form} if form else {})
 
 
 def _parse_response(obj: Any, strict: bool) -> Conversation:

@@ -22,13 +22,15 @@ def parse_tool(tool: Any, path: str, legacy: bool = False) -> Tool:
     if type(tool) is not dict:
         raise wrong(path, "a tool", "an object", tool)
     if legacy:
-        return _parse_function(tool, path, {}, {"legacy": True})
+        return _parse_function(tool, path, False, {}, {"legacy": True})
     kind = tool.get("type", UNSET)
     if kind == "function" or (kind is UNSET and "function" in tool):
         # Mistral writes function tools without `type`; the API defaults it.
-        fn = req_dict(tool, "function", path)
-        outer = rest(tool, _FUNCTION_TOOL_KEYS)
-        return _parse_function(fn, f"{path}.function", {"$tool": outer} if outer else {},
+        fn = tool.get("function")
+        if type(fn) is not dict:
+            req_dict(tool, "function", path)  # raises: missing, or not an object
+        outer = None if _FUNCTION_TOOL_KEYS.issuperset(tool) else rest(tool, _FUNCTION_TOOL_KEYS)
+        return _parse_function(fn, path, True, {"$tool": outer} if outer else {},
                                {"no_type": True} if kind is UNSET else {})
     if kind == "custom":
         custom = req_dict(tool, "custom", path)
@@ -51,20 +53,31 @@ def parse_tool(tool: Any, path: str, legacy: bool = False) -> Tool:
     return Tool(name=name, kind="hosted", extras={NAME: {"tool": dict(tool)}})
 
 
-def _parse_function(fn: dict, path: str, extras: dict, form: dict) -> Tool:
-    name = req_str(fn, "name", path)
-    description = opt_str(fn, "description", path)
+def _parse_function(fn: dict, path: str, nested: bool, extras: dict, form: dict) -> Tool:
+    """A function definition: the tool at `path` itself, or its `function` when `nested`."""
+    name = fn.get("name")
+    description = fn.get("description")
     parameters = fn.get("parameters", UNSET)
-    if parameters is not UNSET and parameters is not None and type(parameters) is not dict:
-        raise wrong(f"{path}.parameters", "'parameters'", "an object", parameters)
-    nulls = [k for k in ("description", "parameters") if k in fn and fn[k] is None]
-    if nulls:
-        form["null"] = nulls
-    if parameters is None:
-        parameters = UNSET
-    extras.update(rest(fn, _FUNCTION_KEYS))
+    if type(name) is not str or (description is not None and type(description) is not str) \
+            or (type(parameters) is not dict and parameters is not UNSET and parameters is not None):
+        _refuse_function(fn, f"{path}.function" if nested else path)
+    if description is None or parameters is None:
+        nulls = [k for k in ("description", "parameters") if k in fn and fn[k] is None]
+        if nulls:
+            form["null"] = nulls
+        if parameters is None:
+            parameters = UNSET
+    if not _FUNCTION_KEYS.issuperset(fn):
+        extras.update(rest(fn, _FUNCTION_KEYS))
     return Tool(name=name, description=description, parameters=parameters, kind="function",
                 extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
+
+
+def _refuse_function(fn: dict, path: str) -> None:
+    """The error of a function definition some field of which is wrong: the first, in reading order."""
+    req_str(fn, "name", path)
+    opt_str(fn, "description", path)
+    raise wrong(f"{path}.parameters", "'parameters'", "an object", fn["parameters"])
 
 
 def write_tool(tool: Tool, path: str, ledger: Ledger) -> tuple[dict | None, bool]:
