@@ -22,7 +22,8 @@ _FOREIGN_KEYS = frozenset((
     "systemInstruction", "system_instruction", "toolConfig", "tool_config", "safetySettings", "safety_settings",
     "previous_response_id", "max_output_tokens", "thinking",
 ))
-_CHAT_ONLY_MESSAGE_KEYS = ("tool_calls", "tool_call_id", "function_call", "refusal", "reasoning_content", "prefix")
+_CHAT_ONLY_MESSAGE_KEYS = frozenset(("tool_calls", "tool_call_id", "function_call", "refusal", "reasoning_content",
+                                     "prefix"))
 _CHAT_PART_TYPES = frozenset(("image_url", "input_audio", "refusal"))
 # Part types of Anthropic and Responses content: a list holding them is not Chat.
 _FOREIGN_PART_TYPES = frozenset((
@@ -82,16 +83,15 @@ def _scan_messages(messages: list, in_request: bool) -> bool | None:
         if not isinstance(m, dict) or "type" in m or "parts" in m:
             return None
         role = m.get("role")
+        if role == "user" or role == "assistant":  # the most frequent first
+            pass
         # A mid-conversation `system` message is no proof: Anthropic accepts those too.
-        if role == "tool" or role == "function" or (in_request and role == "developer"):
+        elif role == "tool" or role == "function" or (in_request and role == "developer"):
             certain = True
-        elif role not in ("user", "assistant", "system", "developer"):
+        elif role != "system" and role != "developer":
             return None
-        if not certain:
-            for key in _CHAT_ONLY_MESSAGE_KEYS:
-                if key in m:
-                    certain = True
-                    break
+        if not certain and not _CHAT_ONLY_MESSAGE_KEYS.isdisjoint(m):
+            certain = True
         content = m.get("content")
         if isinstance(content, list):
             for part in content:
