@@ -260,7 +260,7 @@ class Reader:
         name = require(item, "name", str, path)
         raw = require(item, "arguments", str, path)
         arguments, valid = parse_json_arguments(raw)
-        canonical = self.ids.new(name, arguments, raw_arguments=raw)
+        canonical = self.ids.from_text(name, raw, arguments)
         self.calls.add(canonical, name, call_id)
         kv = {k: item[k] for k in ("id", "status") if k in item}
         extras = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "arguments", "id", "status")}
