@@ -98,16 +98,18 @@ _last: list[Header] = []  # the latest conversation's: its stages (and its trimm
 
 def header_json(conv: Conversation) -> Header:
     parts = (conv.system, conv.developer, conv.tools)
-    if _last and all(a is b for a, b in zip(_last[0].parts, parts)):  # the same objects, held here
-        return _last[0]
+    last = _last[0] if _last else None
+    if last is not None and all(a is b for a, b in zip(last.parts, parts)):  # the same objects, held here
+        return last
     plain = tuple(_ENCODER.encode(part) for part in parts)
     sorted_ = _SORTED.get(plain)
     if sorted_ is None:
         sorted_ = _SORTED[plain] = tuple(_DIGEST_ENCODER.encode(part) for part in parts)
         if len(_SORTED) > _SORTED_MAX:
             _SORTED.pop(next(iter(_SORTED)), None)
-    _last[:] = [Header(parts, plain, sorted_)]
-    return _last[0]
+    header = Header(parts, plain, sorted_)
+    _last[:] = [header]
+    return header
 
 
 def _raw_header(conv: Conversation, encoded: tuple[bytes, bytes, bytes]) -> dict[str, Any]:
