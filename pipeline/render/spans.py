@@ -90,10 +90,14 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
     region_bounds = sorted((g.start, g.end, g.message) for g in regions)
     region_ends = [g[1] for g in region_bounds]
     out: list[Span] = []
+    starting = seg.starting or {}  # the indexed answers of first_token_starting_at, read inline
+    token_at = seg.first_token_starting_at
 
     def emit(a: int, b: int, message, block, kind) -> None:
         if b > a:
-            out.append(Span(seg.first_token_starting_at(a), seg.first_token_starting_at(b), a, b, message, block, kind))
+            ta, tb = starting.get(a), starting.get(b)
+            out.append(Span(token_at(a) if ta is None else ta, token_at(b) if tb is None else tb, a, b, message, block,
+                            kind))
 
     def gap(a: int, b: int, prev_msg, next_msg) -> None:
         scaffold_msg = prev_msg if prev_msg == next_msg else None
@@ -173,25 +177,25 @@ def _check_mask(loss_mask: bytearray, blocks, regions: list[_Region], trained: s
             trained_block = False
         if trained_block:
             ta, tb = seg.overlapping(s, e)
-            if b"\x00" in loss_mask[ta:tb]:
+            if loss_mask.find(0, ta, tb) >= 0:
                 fail(f"{ref.kind} tokens of a trained turn are masked", ref.path)
         elif ref.kind == "tool_result":
             ta, tb = seg.overlapping(s, e)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail("tool result tokens are trained", ref.path)
         else:
             ta, tb = seg.inside(s, e)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail(f"{ref.kind} tokens outside a trained turn are trained", ref.path)
     for g in regions:
         if g.eot is None:
             continue
         ta, tb = seg.overlapping(*g.eot)
         want = g.trained(trained, mask) and mask.eot
-        if (b"\x00" if want else b"\x01") in loss_mask[ta:tb]:
+        if loss_mask.find(0 if want else 1, ta, tb) >= 0:
             fail(f"end-of-turn token {'masked' if want else 'trained'} against the policy", f"$.messages[{g.message}]")
     for span in spans:
         if span.kind == "scaffold":
             ta, tb = seg.inside(span.char_start, span.char_end)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail(f"template scaffolding is trained (characters {span.char_start}..{span.char_end})", "$")
