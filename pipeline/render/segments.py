@@ -9,7 +9,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -197,14 +197,15 @@ class SegmentEncoder:
         encoded = iter(self._encode_texts(texts))
         token_parts = self._token_parts
         # per piece: (ids, token starts, token ends, ids as bytes); an added token's is built once
-        parts = [next(encoded) if token is None else token_parts.get((token, end - start))
-                 or self._token_part(token, end - start) for start, end, token in pieces]
-        # Extending one list copies each part's ids in C; chaining them yields one id at a time (5x slower).
+        parts = []
         ids: list[int] = []
         token_starts = []
-        for part in parts:
+        for start, end, token in pieces:
+            part = next(encoded) if token is None else (token_parts.get((token, end - start))
+                                                        or self._token_part(token, end - start))
+            parts.append(part)
             token_starts.append(len(ids))
-            ids += part[0]
+            ids += part[0]  # extending copies the ids in C; chaining them yields one id at a time (5x slower)
         return Segmented(ids, [start for start, _, _ in pieces], token_starts,
                          [None if token is not None else (part[1], part[2]) for part, (_, _, token) in zip(parts, pieces)],
                          [end - start for start, end, _ in pieces], b"".join([part[3] for part in parts]),
@@ -216,14 +217,19 @@ class SegmentEncoder:
         return part
 
     def _encode_texts(self, texts: list[str]):
-        out: list[Any] = [None] * len(texts)
         missing: dict[str, list[int]] = {}
         with self._lock:
-            for i, piece in enumerate(texts):
-                hit = self._cache.get(piece)
+            cache = self._cache
+            out: list[Any] = list(map(cache.get, texts))
+            if None not in out:  # all hits (the usual case on repeated data): refresh them in C
+                deque(map(cache.move_to_end, texts), maxlen=0)
+                self.hits += len(texts)
+                return out
+            # Lookups first, then the refreshes in the same order: the LRU ends as if interleaved
+            # (a refresh removes nothing, and nothing is evicted before the misses are stored).
+            for i, (piece, hit) in enumerate(zip(texts, out)):
                 if hit is not None:
-                    self._cache.move_to_end(piece)
-                    out[i] = hit
+                    cache.move_to_end(piece)
                     self.hits += 1
                 else:
                     missing.setdefault(piece, []).append(i)

@@ -89,15 +89,9 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
     items.sort()
     region_bounds = sorted((g.start, g.end, g.message) for g in regions)
     region_ends = [g[1] for g in region_bounds]
-    out: list[Span] = []
-    starting = seg.starting or {}  # the indexed answers of first_token_starting_at, read inline
-    token_at = seg.first_token_starting_at
-
-    def emit(a: int, b: int, message, block, kind) -> None:
-        if b > a:
-            ta, tb = starting.get(a), starting.get(b)
-            out.append(Span(token_at(a) if ta is None else ta, token_at(b) if tb is None else tb, a, b, message, block,
-                            kind))
+    # Character runs first, in order; their tokens after, looked up in bulk.
+    runs: list[tuple[int, int, int | None, int | None, str]] = []
+    add = runs.append
 
     def gap(a: int, b: int, prev_msg, next_msg) -> None:
         scaffold_msg = prev_msg if prev_msg == next_msg else None
@@ -105,18 +99,36 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
             gs, ge, gm = region_bounds[k]
             if gs >= b:
                 break
-            emit(a, max(a, gs), scaffold_msg, None, "scaffold")
-            emit(max(a, gs), min(b, ge), gm, None, "format")
-            a = min(b, ge)
-        emit(a, b, scaffold_msg, None, "scaffold")
+            if gs > a:
+                add((a, gs, scaffold_msg, None, "scaffold"))
+            fs, fe = max(a, gs), min(b, ge)
+            if fe > fs:
+                add((fs, fe, gm, None, "format"))
+            a = fe
+        if b > a:
+            add((a, b, scaffold_msg, None, "scaffold"))
 
     cursor, prev_msg = 0, None
-    for s, e, message, block, kind in items:
-        gap(cursor, s, prev_msg, message)
-        emit(s, e, message, block, kind)
-        cursor, prev_msg = e, message
+    for item in items:
+        gap(cursor, item[0], prev_msg, item[2])
+        if item[1] > item[0]:
+            add(item)
+        cursor, prev_msg = item[1], item[2]
     gap(cursor, len(text), prev_msg, None)
-    return out
+    if not runs:
+        return []
+    starts, ends, messages, block_ids, kinds = zip(*runs)
+    return list(map(Span, _tokens_starting_at(seg, starts), _tokens_starting_at(seg, ends), starts, ends, messages,
+                    block_ids, kinds))
+
+
+def _tokens_starting_at(seg: Segmented, positions) -> list[int]:
+    """`seg.first_token_starting_at` of each position: from the table `seg.index` filled (in C), computed
+    for any position it lacks."""
+    found = list(map((seg.starting or {}).get, positions))
+    if None in found:
+        found = [seg.first_token_starting_at(p) if t is None else t for p, t in zip(positions, found)]
+    return found
 
 
 def _trained_messages(conv: Conversation, regions: list[_Region], mask: MaskPolicy, blocks=()) -> set[int]:
