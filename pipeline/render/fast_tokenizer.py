@@ -188,11 +188,12 @@ class FastEncoder:
             piece_bytes = chars
             start, end = byte_start, byte_end
         else:
-            data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-            leads = (data & 0xC0) != 0x80  # a UTF-8 lead byte starts a character
-            char_of_byte = np.cumsum(leads) - 1
-            # each piece's first byte: its first character's lead byte (the end, past the last piece)
-            piece_bytes = np.append(np.flatnonzero(leads), len(data))[chars]
+            data = np.frombuffer(joined.encode("utf-8"), dtype=np.int8)
+            leads = data >= -64  # a UTF-8 lead byte starts a character (continuations are 0x80..0xBF)
+            char_of_byte = leads.astype(np.int64).cumsum() - 1  # (a bool cumsum casts per element: slower)
+            # each piece's first byte: its first character's lead byte, the first byte of that character
+            # (the end, past the last piece)
+            piece_bytes = np.searchsorted(char_of_byte, chars, "left")
             if len(ids) and byte_end[-1] != len(data):
                 self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
             start = char_of_byte[byte_start] if len(ids) else byte_start
