@@ -48,14 +48,15 @@ class Segmented(NamedTuple):
         first ending after pos = count of ends at or below pos."""
         if self.starting is None or self.ending is None or not self.ids:
             return
-        counts = np.diff(np.array([*self.token_starts, len(self.ids)], dtype=np.int64))
-        base = np.repeat(np.array(self.char_starts, dtype=np.int64), counts)
+        # Array methods, not np.diff/np.repeat/np.searchsorted: equal results without their Python dispatch.
+        firsts = np.array([*self.token_starts, len(self.ids)], dtype=np.int64)
+        base = np.array(self.char_starts, dtype=np.int64).repeat(firsts[1:] - firsts[:-1])
         starts = np.frombuffer(self.relative_starts, dtype=_INT32_NP) + base
         ends = np.frombuffer(self.relative_ends, dtype=_INT32_NP) + base
         keys = list(positions)  # repeats and any order: searchsorted answers each, the dicts keep one
         wanted = np.array(keys, dtype=np.int64)
-        self.starting.update(zip(keys, np.searchsorted(starts, wanted, "left").tolist()))
-        self.ending.update(zip(keys, np.searchsorted(ends, wanted, "right").tolist()))
+        self.starting.update(zip(keys, starts.searchsorted(wanted, "left").tolist()))
+        self.ending.update(zip(keys, ends.searchsorted(wanted, "right").tolist()))
 
     def first_token_ending_after(self, pos: int) -> int:
         """Index of the first token whose characters end after `pos` (the token holding char `pos`)."""
