@@ -120,32 +120,57 @@ def phase_baseline(workload: Path, out: Path, workers: int) -> dict:
     seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     import pyarrow.parquet as pq
 
+    import pyarrow.compute as pc
+
     ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids")
-    tokens = sum(len(x) for x in ids.to_pylist())
+    tokens = pc.sum(pc.list_value_length(ids)).as_py() or 0
     return {"seconds": seconds, "cpu": cpu, "conversations": len(mapped), "tokens": tokens}
 
 
-def phase_bound(out: Path) -> dict:
+_CHUNK_ROWS = 500  # rows turned into Python lists at a time: whole columns would need GBs at the default sizes
+
+
+def _baseline_ids(out: Path):
     import pyarrow.parquet as pq
 
+    return pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").combine_chunks()
+
+
+def _rendered_texts(backend, ids) -> list[str]:
+    """(a)'s rendered texts, decoded back from its ids (not timed)."""
+    texts: list[str] = []
+    for start in range(0, len(ids), _CHUNK_ROWS):
+        texts += backend.decode_batch(ids.slice(start, _CHUNK_ROWS).to_pylist(), skip_special_tokens=False)
+    return texts
+
+
+def _same_rows(encoded: list[list[int]], ids) -> int:
+    """Rows of `encoded` equal to (a)'s ids."""
+    same = 0
+    for start in range(0, len(ids), _CHUNK_ROWS):
+        chunk = ids.slice(start, _CHUNK_ROWS).to_pylist()
+        same += sum(a == b for a, b in zip(encoded[start:start + _CHUNK_ROWS], chunk))
+    return same
+
+
+def phase_bound(out: Path) -> dict:
     from pipeline import load_tokenizer
 
     backend = load_tokenizer("qwen2.5").backend
-    ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
-    texts = backend.decode_batch(ids, skip_special_tokens=False)  # the rendered texts (not timed)
+    ids = _baseline_ids(out)
+    texts = _rendered_texts(backend, ids)
     started, cpu = time.perf_counter(), _cpu()
     encodings = backend.encode_batch(texts, add_special_tokens=False)
     seconds, cpu = time.perf_counter() - started, _cpu() - cpu
-    same = sum(e.ids == x for e, x in zip(encodings, ids))
-    return {"seconds": seconds, "cpu": cpu, "conversations": len(texts), "tokens": sum(len(e.ids) for e in encodings),
-            "same_ids": same}
+    encoded = [e.ids for e in encodings]
+    del encodings  # each Encoding also holds tokens, offsets and masks: drop them before comparing
+    return {"seconds": seconds, "cpu": cpu, "conversations": len(texts), "tokens": sum(map(len, encoded)),
+            "same_ids": _same_rows(encoded, ids)}
 
 
 def phase_fast_bound(out: Path) -> dict:
     """(b'): the fast engine `auto` picks for qwen2.5, encoding the rendered texts whole (added tokens
     matched by the engine), on every core as (b) is."""
-    import pyarrow.parquet as pq
-
     from pipeline import load_tokenizer
     from pipeline.render.fast_tokenizer import choose_backend
 
@@ -153,8 +178,8 @@ def phase_fast_bound(out: Path) -> dict:
     chosen, note = choose_backend(tok, "auto", 0)
     if chosen is None:
         sys.exit(f"render_bench: no fast engine for (b'): {note}")
-    ids = pq.read_table(out / "baseline.parquet", columns=["input_ids"]).column("input_ids").to_pylist()
-    texts = tok.backend.decode_batch(ids, skip_special_tokens=False)  # the rendered texts (not timed)
+    ids = _baseline_ids(out)
+    texts = _rendered_texts(tok.backend, ids)
     cores = os.cpu_count() or 1
     if chosen.name == "fastokens":
         os.environ["FASTOKENS_BPE_THREADS"] = str(cores)  # read when the tokenizer is built
@@ -171,7 +196,7 @@ def phase_fast_bound(out: Path) -> dict:
     encoded = encode()
     seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     return {"seconds": seconds, "cpu": cpu, "conversations": len(texts), "tokens": sum(len(e) for e in encoded),
-            "same_ids": sum(e == x for e, x in zip(encoded, ids)), "engine": chosen.name}
+            "same_ids": _same_rows(encoded, ids), "engine": chosen.name}
 
 
 def phase_sftprep(workload: Path, out: Path, workers: int, qa: bool = False, scrub: bool = False) -> dict:
@@ -265,8 +290,22 @@ def median_run(runs: list[dict]) -> dict:
             "peak_rss": max(run["peak_rss"] for run in runs)}
 
 
+def _flat(column) -> tuple["np.ndarray", "np.ndarray"]:
+    """A list<int> column as (every value, row offsets): numpy arrays, no Python int per token (at the
+    default sizes, lists of ints would need about 10 GB)."""
+    import numpy as np
+    import pyarrow as pa
+
+    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    values = np.asarray(lists.values)[offsets[0]:offsets[-1]]
+    return values, offsets - offsets[0]
+
+
 def check_same(out: Path, workload: Path) -> dict:
     """(c)'s rows against (a)'s: ids equal; masks equal once trl's two trained newlines are cleared."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from pipeline import load_tokenizer
@@ -274,56 +313,70 @@ def check_same(out: Path, workload: Path) -> dict:
     tok = load_tokenizer("qwen2.5")
     (nl,), (assistant,) = tok.encode("\n"), tok.encode("assistant")
     im_start, im_end = tok.token_id("<|im_start|>"), tok.token_id("<|im_end|>")
-    base = pq.read_table(out / "baseline.parquet").to_pydict()
-    ours_rows = []
-    for shard in sorted((out / "sftprep").glob("data-*.parquet")):
-        table = pq.read_table(shard, columns=["source", "input_ids", "loss_mask"]).to_pydict()
-        ours_rows += zip(table["source"], table["input_ids"], table["loss_mask"])
+    base = pq.read_table(out / "baseline.parquet", columns=["input_ids", "assistant_masks"])
+    base_ids, base_offsets = _flat(base.column("input_ids"))
+    base_mask, _ = _flat(base.column("assistant_masks"))
+    # trl's template trains the newline after <|im_end|> and after <|im_start|>assistant: clear them.
+    # A newline at a row's first token has no predecessor in its row.
+    after_end = np.zeros(len(base_ids), dtype=bool)
+    after_end[1:] = base_ids[:-1] == im_end
+    after_open = np.zeros(len(base_ids), dtype=bool)
+    after_open[2:] = (base_ids[1:-1] == assistant) & (base_ids[:-2] == im_start)
+    first = np.zeros(len(base_ids), dtype=bool)
+    first[base_offsets[:-1][base_offsets[:-1] < len(base_ids)]] = True
+    second = np.zeros(len(base_ids), dtype=bool)
+    starts = base_offsets[:-1] + 1
+    second[starts[(starts < base_offsets[1:]) & (starts < len(base_ids))]] = True
+    clear = (base_ids == nl) & (base_mask != 0) & ~first & (after_end | (after_open & ~second))
+    expected = np.where(clear, 0, base_mask).astype(np.int8)
+    shards = [pq.read_table(shard, columns=["source", "input_ids", "loss_mask"])
+              for shard in sorted((out / "sftprep").glob("data-*.parquet"))]
+    ours = pa.concat_tables(shards) if shards else None
     compared = ids_equal = masks_equal = cleared = 0
     failures: list[str] = []
     prefix = f"{workload}:"
-    for source, ids, mask in ours_rows:
-        assert source.startswith(prefix), source
-        row = int(source[len(prefix):]) - 1
-        base_ids, base_mask = base["input_ids"][row], base["assistant_masks"][row]
-        compared += 1
-        if ids != base_ids:
-            failures.append(f"row {row}: input_ids differ")
-            continue
-        ids_equal += 1
-        expected = list(base_mask)
-        for i in range(1, len(ids)):
-            if expected[i] and ids[i] == nl and (ids[i - 1] == im_end or (
-                    ids[i - 1] == assistant and i >= 2 and ids[i - 2] == im_start)):
-                expected[i] = 0
-                cleared += 1
-        if expected == list(mask):
-            masks_equal += 1
-        else:
-            at = next(i for i, (a, b) in enumerate(zip(expected, mask)) if a != b)
-            failures.append(f"row {row}: masks differ at token {at} ({tok.decode(ids[max(0, at - 5):at + 5])!r})")
-    return {"rows_a": len(base["input_ids"]), "compared": compared, "ids_equal": ids_equal,
-            "repeated": repeated_share(base["input_ids"], min(tok.added_tokens.values())),
+    if ours is not None:
+        ids, offsets = _flat(ours.column("input_ids"))
+        mask, _ = _flat(ours.column("loss_mask"))
+        for k, source in enumerate(ours.column("source").to_pylist()):
+            assert source.startswith(prefix), source
+            row = int(source[len(prefix):]) - 1
+            compared += 1
+            lo, hi = base_offsets[row], base_offsets[row + 1]
+            mine = slice(offsets[k], offsets[k + 1])
+            if not np.array_equal(ids[mine], base_ids[lo:hi]):
+                failures.append(f"row {row}: input_ids differ")
+                continue
+            ids_equal += 1
+            cleared += int(clear[lo:hi].sum())
+            differ = np.flatnonzero(mask[mine] != expected[lo:hi])
+            if not len(differ):
+                masks_equal += 1
+            else:
+                at = int(differ[0])
+                window = base_ids[lo + max(0, at - 5):lo + at + 5].tolist()
+                failures.append(f"row {row}: masks differ at token {at} ({tok.decode(window)!r})")
+    return {"rows_a": len(base_offsets) - 1, "compared": compared, "ids_equal": ids_equal,
+            "repeated": repeated_share(base_ids, base_offsets, min(tok.added_tokens.values())),
             "masks_equal": masks_equal, "newlines_cleared": cleared, "failures": failures}
 
 
-def repeated_share(rows: list[list[int]], first_added: int) -> float:
+def repeated_share(ids: "np.ndarray", offsets: "np.ndarray", first_added: int) -> float:
     """Share of tokens lying in segments (runs between added tokens) that occurred in an earlier row or
     earlier in the same row: what a segment cache can serve, given room."""
     import numpy as np
 
     seen: set[bytes] = set()
-    repeated = total = 0
-    for ids in rows:
-        array = np.asarray(ids, dtype=np.int32)
-        total += len(array)
+    repeated = 0
+    for row in range(len(offsets) - 1):
+        array = ids[offsets[row]:offsets[row + 1]]
         for segment in np.split(array, np.flatnonzero(array >= first_added)):
             key = hashlib.blake2b(segment.tobytes(), digest_size=12).digest()
             if key in seen:
                 repeated += len(segment)
             else:
                 seen.add(key)
-    return repeated / max(1, total)
+    return repeated / max(1, len(ids))
 
 
 def machine() -> str:

@@ -6,11 +6,13 @@ A bad record never stops the reader: it is yielded with its error, and the next 
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import io
 import os
 import zlib
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, NamedTuple
+from typing import IO, Any, Callable, Iterator, NamedTuple, cast
 
 from .. import jsonpolicy
 from ..errors import InputError, InternalError
@@ -37,13 +39,97 @@ Emit = Callable[[bytes, str], RawRecord]  # bytes + source -> record (decoded no
 
 
 def open_bytes(path: str | Path) -> IO[bytes]:
-    """The file's bytes, decompressed when it is gzip (by its magic number, not its name)."""
+    """The file's bytes as UTF-8, decompressed when it is gzip (by its magic number, not its name). A
+    byte order mark is the file's, not its first record's: a UTF-8 one is skipped, and a UTF-16 or
+    UTF-32 file (what Windows PowerShell's `>` writes) is read as the UTF-8 it encodes."""
     handle = open(path, "rb")
     magic = handle.read(2)
     handle.seek(0)
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=handle, mode="rb")
-    return handle
+    stream: IO[bytes] = gzip.GzipFile(fileobj=handle, mode="rb") if magic == b"\x1f\x8b" else handle
+    head = stream.read(4)
+    stream.seek(0)
+    if head.startswith(codecs.BOM_UTF8):
+        return cast(IO[bytes], _Skipped(stream, len(codecs.BOM_UTF8)))
+    for bom, encoding in _WIDE_BOMS:
+        if head.startswith(bom):
+            return cast(IO[bytes], _Transcoded(stream, encoding))
+    return stream
+
+
+# UTF-32 first: its little-endian mark begins with UTF-16's.
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+              (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+class _Skipped:
+    """A byte stream past its first `skip` bytes: offsets, tell and seek count from there."""
+
+    def __init__(self, inner: IO[bytes], skip: int):
+        self._inner, self._skip = inner, skip
+        inner.seek(skip)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._inner.read(size)
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._inner.readline(size)
+
+    def seekable(self) -> bool:
+        return self._inner.seekable()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._inner.seek(offset + self._skip if whence == os.SEEK_SET else offset, whence) - self._skip
+
+    def tell(self) -> int:
+        return self._inner.tell() - self._skip
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __enter__(self) -> "_Skipped":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Transcoded(_Skipped):
+    """A UTF-16 or UTF-32 byte stream as UTF-8 bytes, decoded as it is read. An unpaired surrogate
+    comes through as bytes that are not UTF-8, so its record is rejected like any other such bytes.
+    Offsets count UTF-8 bytes, so only rewinding to the start is possible."""
+
+    def __init__(self, inner: IO[bytes], encoding: str):
+        self._inner, self._skip, self._encoding = inner, 0, encoding
+        self._text = self._wrap()
+
+    def _wrap(self) -> io.TextIOWrapper:
+        return io.TextIOWrapper(self._inner, encoding=self._encoding, errors="surrogatepass", newline="")
+
+    def read(self, size: int = -1) -> bytes:
+        return self._text.read(size).encode("utf-8", "surrogatepass")
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._text.readline(size).encode("utf-8", "surrogatepass")
+
+    def seekable(self) -> bool:
+        return False
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if offset != 0 or whence != os.SEEK_SET:
+            raise io.UnsupportedOperation("a transcoded stream rewinds only to its start")
+        self._text.detach()
+        self._inner.seek(0)
+        self._text = self._wrap()
+        return 0
+
+    def tell(self) -> int:
+        raise io.UnsupportedOperation("a transcoded stream has no byte offsets")
+
+    def close(self) -> None:
+        self._text.close()
 
 
 def read_records(path: str | Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from msgspec.structs import replace
 
-from .. import formats
+from .. import formats, jsonpolicy
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, InternalError, ParseError, SftprepError, ShapeError
 from . import batch, canonical, sharegpt, traces
@@ -133,9 +133,12 @@ def _session_record(path: str | Path) -> RawRecord:
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Lines as text. Bytes that are not UTF-8 become lone surrogates, which no JSON reader accepts: the
+    line is then broken like any other (a rejection naming it; a note when it is the cut-off last line),
+    where replacing them would change the session's text unseen."""
     with open_bytes(path) as stream:
         for number, line in enumerate(stream, start=1):
-            yield number, line.decode("utf-8", "replace")
+            yield number, line.decode("utf-8", "surrogateescape")
 
 
 def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str | None = None,
@@ -216,7 +219,11 @@ def _whole_if(shape: str | None) -> Callable[[Any], bool] | None:
     are messages (decided from the first), or `--shape messages` says so."""
     if shape == "messages":
         return lambda _first: True
-    return formats.is_message if shape is None else None
+    if shape is None:
+        from .streams import is_chunk
+
+        return lambda first: formats.is_message(first) or is_chunk(first)
+    return None
 
 
 def expand(raw: RawRecord) -> Iterator[RawRecord]:
@@ -226,6 +233,8 @@ def expand(raw: RawRecord) -> Iterator[RawRecord]:
     if raw.error is None and is_recording(raw.value):
         for i, interaction in enumerate(raw.value["interactions"]):
             yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
+    elif raw.error is None and isinstance(raw.value, list) and raw.value and _is_chunk(raw.value[0]):
+        yield from _chunk_records(raw)
     elif raw.error is None and traces.is_trace_export(raw.value):
         for path, span, record in traces.split(raw.value):
             source = raw.source if path == "$" else f"{raw.source}#{path[2:]}"
@@ -235,6 +244,28 @@ def expand(raw: RawRecord) -> Iterator[RawRecord]:
                 yield RawRecord(source, record)
     else:
         yield raw
+
+
+def _is_chunk(value: Any) -> bool:
+    from .streams import is_chunk
+
+    return is_chunk(value)
+
+
+def _chunk_records(raw: RawRecord) -> Iterator[RawRecord]:
+    """A JSON array of stream chunks: the responses it reassembles into, one record each (one, usually;
+    an agent loop logged as one stream holds several). A broken stream is one rejection, at its chunk."""
+    from .streams import reassemble_all
+
+    try:
+        found = reassemble_all(raw.value)
+    except SftprepError as exc:
+        if exc.path.startswith("$.events"):  # the events are the array's elements
+            exc.path = "$" + exc.path[len("$.events"):]
+        yield RawRecord(raw.source, None, exc.at(raw.source), raw.raw or jsonpolicy.dumps(raw.value)[:4096])
+        return
+    for i, response in enumerate(found):
+        yield RawRecord(raw.source if len(found) == 1 else f"{raw.source}#responses[{i}]", response.body)
 
 
 def iter_parsed(paths: Iterable[str | Path], *, fmt: str | None = None, shape: str | None = None,

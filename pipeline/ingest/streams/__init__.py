@@ -23,7 +23,7 @@ from . import anthropic, gemini, openai_chat, openai_responses
 from .base import provider_error
 from .framing import DONE, Event, split
 
-__all__ = ["FORMATS", "Reassembled", "detect_stream", "reassemble", "reassemble_all", "reassemble_one"]
+__all__ = ["FORMATS", "Reassembled", "detect_stream", "is_chunk", "reassemble", "reassemble_all", "reassemble_one"]
 
 # Detection order matters only for payloads two formats could claim; none known do.
 _MODULES = {m.NAME: m for m in (openai_responses, anthropic, openai_chat, gemini)}
@@ -54,6 +54,19 @@ def detect_stream(stream: Any) -> str | None:
     except Exception:  # detection must never fail a caller that is only asking
         return None
     return None
+
+
+def is_chunk(data: Any) -> bool:
+    """A stream event that no API returns on its own: an array starting with one is a logged stream (a
+    Gemini `streamGenerateContent` body without SSE, chunks a logger collected), not a list of records.
+    Never raises."""
+    if not isinstance(data, dict):
+        return False
+    if gemini.claims(data):
+        return gemini.is_partial(data)
+    if anthropic.claims(data):
+        return data.get("type") != "error"  # an error event is also an error body, a record of its own
+    return openai_chat.claims(data) or openai_responses.claims(data)
 
 
 def reassemble(stream: Any, fmt: str | None = None) -> dict:

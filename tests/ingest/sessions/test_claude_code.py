@@ -12,6 +12,7 @@ import pytest
 from corpus import CORPUS, corpus_available, params
 from pipeline.conversation import ToolCall, ToolResult
 from pipeline.errors import InputError, ParseError
+from pipeline.ingest import iter_raw
 from pipeline.ingest.sessions.claude_code import (detect_session, read_session, read_session_file, session_files,
                                           to_conversation)
 
@@ -196,3 +197,20 @@ def test_message_event_without_message_is_an_error():
 ])
 def test_detect_session(lines, expected):
     assert detect_session(lines) is expected
+
+
+def test_bytes_that_are_not_utf8_break_their_line_not_silently(tmp_path):
+    """A line with bytes that are not UTF-8 is rejected by file and line, never read with U+FFFD in
+    place of them; cut off in the last line (a multi-byte character written halfway), it is a note."""
+    lines = (FIXTURES / "interleaved.jsonl").read_bytes().splitlines(keepends=True)
+    middle = lines[1].replace(b"List the files", b"List the \xff files")
+    assert middle != lines[1]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"".join([lines[0], middle, *lines[2:]]))
+    (raw,) = iter_raw([path])
+    assert raw.value is None and raw.error.code == "invalid_line" and raw.error.source == f"{path}:2"
+    cut = lines[-1].rstrip(b"\n") + "é".encode()[:1]  # the last line ends mid-character
+    path.write_bytes(b"".join([*lines[:-1], cut]))
+    (raw,) = iter_raw([path])
+    (note,) = raw.value.notes
+    assert note.code == "truncated_line" and note.source == f"{path}:{len(lines)}"
