@@ -179,29 +179,32 @@ class FastEncoder:
         self.encoded += len(texts)
         ids, bounds = self.engine.encode(texts)
         lengths = np.zeros(len(ids), dtype=np.int64) if len(ids) == 0 else self._lengths(ids)
-        byte_end = np.cumsum(lengths)
+        # Array methods rather than the np.* functions: the same results without their Python dispatch,
+        # which costs more than the work on the few tokens of a typical batch of misses.
+        byte_end = lengths.cumsum()
         byte_start = byte_end - lengths
         joined = "".join(texts)
         chars = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=chars[1:])
+        np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).cumsum(out=chars[1:])
         if joined.isascii():
             piece_bytes = chars
             start, end = byte_start, byte_end
         else:
-            data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-            leads = (data & 0xC0) != 0x80  # a UTF-8 lead byte starts a character
-            char_of_byte = np.cumsum(leads) - 1
-            # each piece's first byte: its first character's lead byte (the end, past the last piece)
-            piece_bytes = np.append(np.flatnonzero(leads), len(data))[chars]
+            data = np.frombuffer(joined.encode("utf-8"), dtype=np.int8)
+            leads = data >= -64  # a UTF-8 lead byte starts a character (continuations are 0x80..0xBF)
+            char_of_byte = leads.astype(np.int64).cumsum() - 1  # (a bool cumsum casts per element: slower)
+            # each piece's first byte: its first character's lead byte, the first byte of that character
+            # (the end, past the last piece)
+            piece_bytes = char_of_byte.searchsorted(chars, "left")
             if len(ids) and byte_end[-1] != len(data):
                 self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
             start = char_of_byte[byte_start] if len(ids) else byte_start
             end = char_of_byte[byte_end - 1] + 1 if len(ids) else byte_end
         # Every piece's tokens must cover exactly its bytes: else the offsets below would be garbage.
         ends_at = np.concatenate(([0], byte_end))[bounds]
-        if not np.array_equal(ends_at, piece_bytes):
+        if ends_at.shape != piece_bytes.shape or not (ends_at == piece_bytes).all():
             self._fail_on_bytes(texts, ids, bounds, byte_end, piece_bytes)
-        base = np.repeat(chars[:-1], np.diff(bounds))
+        base = chars[:-1].repeat(bounds[1:] - bounds[:-1])
         # Whole arrays once, then sliced per piece (slicing an array or bytes is one C call)
         all_starts = array(_INT32, (start - base).astype(np.int32).tobytes())
         all_ends = array(_INT32, (end - base).astype(np.int32).tobytes())
