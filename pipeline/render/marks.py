@@ -156,13 +156,21 @@ def _sentinels(raw: str) -> tuple[str, zip]:
     if raw.isascii():
         return raw, zip((), ())
     codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first.
-    at = np.flatnonzero((codes >= 0xF0000) & ((codes & 0xFFFF) <= 0xFFFD))
+    # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first. Found
+    # among the code points >= U+F0000 (few), not by a second pass over all of them.
+    keep = codes < 0xF0000
+    at = np.flatnonzero(~keep)
+    if len(at):
+        chars = codes[at]
+        sentinel = (chars & 0xFFFF) <= 0xFFFD
+        if not sentinel.all():  # U+FFFFE/F, U+10FFFE/F: noncharacters, kept as text
+            keep[at[~sentinel]] = True
+            at, chars = at[sentinel], chars[sentinel]
     if not len(at):
         return raw, zip((), ())
-    chars = codes[at].astype(np.int64)
+    chars = chars.astype(np.int64)
     index = np.where(chars < 0x100000, chars - 0xF0000, chars - 0x100000 + _PLANE)
-    text = np.delete(codes, at).tobytes().decode("utf-32-le", "surrogatepass")
+    text = codes[keep].tobytes().decode("utf-32-le", "surrogatepass")
     return text, zip(index.tolist(), (at - np.arange(len(at))).tolist())
 
 

@@ -50,6 +50,15 @@ def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: 
         # The render's own ledger already holds every entry this conversion makes.
         inputs = family.inputs(conv, marks, Ledger(TARGET), renderer.options)
     trained_messages = _trained_messages(rendered, mask_bytes)
+    generic = family.build_inputs is None and marks.enabled and len(inputs.origins) == len(inputs.messages)
+    messages, trained = (_by_origin if generic else _by_marks)(inputs, marks, trained_messages)
+    tools = [_plain_tool(tool, marks) for tool in inputs.tools or ()]
+    return Chat(messages, tools, trained, renderer.mask)
+
+
+def _by_marks(inputs: Any, marks: Marks, trained_messages: set[int]) -> tuple[list[dict[str, Any]], list[bool]]:
+    """The messages stripped, and which are trained: an assistant message whose marks name a trained
+    canonical message."""
     messages, trained = [], []
     for message in inputs.messages:
         if message.get("role") == "assistant":  # only an assistant message's sources decide anything
@@ -59,8 +68,17 @@ def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: 
         else:
             messages.append(_strip(message, marks, None))
             trained.append(False)
-    tools = [_plain_tool(tool, marks) for tool in inputs.tools or ()]
-    return Chat(messages, tools, trained, renderer.mask)
+    return messages, trained
+
+
+def _by_origin(inputs: Any, marks: Marks, trained_messages: set[int]) -> tuple[list[dict[str, Any]], list[bool]]:
+    """`_by_marks` for the generic conversion's inputs, without collecting marks: it marks every piece
+    of an assistant message (an empty turn with an anchor) with that message's own ref, so the marks
+    name exactly its origin."""
+    messages = [_strip(message, marks, None) for message in inputs.messages]
+    trained = [origin is not None and message.get("role") == "assistant" and origin in trained_messages
+               for message, origin in zip(inputs.messages, inputs.origins)]
+    return messages, trained
 
 
 def _trained_messages(rendered: Any, mask_bytes: bytes | None) -> set[int]:
