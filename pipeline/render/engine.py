@@ -73,10 +73,10 @@ def render_marked(conv: Conversation, template: Template, tokenizer: Tokenizer, 
         ledger.add("dropped", path, f"template '{template.name}' does not render this")
     blocks = _ordered_blocks(found)
     encoder = tokenizer.segment_encoder
-    pieces = encoder.split(text)
+    pieces, piece_texts = encoder.split_texts(text)
     # Only what the conversation wrote: between a call's name and its arguments is template text.
     _check_added_tokens_in_content(pieces, sorted(found.pieces, key=lambda p: (p[0], p[1])), tokenizer)
-    seg = encoder.encode(text, pieces)
+    seg = encoder.encode(text, pieces, piece_texts)
     eot_ids = {tid for tid in (tokenizer.token_id(t) for t in _eot_tokens(family, tokenizer)) if tid is not None}
     if user and not found.regions:  # no generation markers: what the model writes, found by rendering
         regions = derived_regions(template, plain_inputs, tokenizer, options, text, found, blocks, pieces, conv)

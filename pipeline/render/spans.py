@@ -89,11 +89,9 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
     items.sort()
     region_bounds = sorted((g.start, g.end, g.message) for g in regions)
     region_ends = [g[1] for g in region_bounds]
-    out: list[Span] = []
-
-    def emit(a: int, b: int, message, block, kind) -> None:
-        if b > a:
-            out.append(Span(seg.first_token_starting_at(a), seg.first_token_starting_at(b), a, b, message, block, kind))
+    # Character runs first, in order; their tokens after, looked up in bulk.
+    runs: list[tuple[int, int, int | None, int | None, str]] = []
+    add = runs.append
 
     def gap(a: int, b: int, prev_msg, next_msg) -> None:
         scaffold_msg = prev_msg if prev_msg == next_msg else None
@@ -101,18 +99,36 @@ def _spans(text: str, blocks, regions: list[_Region], seg: Segmented) -> list[Sp
             gs, ge, gm = region_bounds[k]
             if gs >= b:
                 break
-            emit(a, max(a, gs), scaffold_msg, None, "scaffold")
-            emit(max(a, gs), min(b, ge), gm, None, "format")
-            a = min(b, ge)
-        emit(a, b, scaffold_msg, None, "scaffold")
+            if gs > a:
+                add((a, gs, scaffold_msg, None, "scaffold"))
+            fs, fe = max(a, gs), min(b, ge)
+            if fe > fs:
+                add((fs, fe, gm, None, "format"))
+            a = fe
+        if b > a:
+            add((a, b, scaffold_msg, None, "scaffold"))
 
     cursor, prev_msg = 0, None
-    for s, e, message, block, kind in items:
-        gap(cursor, s, prev_msg, message)
-        emit(s, e, message, block, kind)
-        cursor, prev_msg = e, message
+    for item in items:
+        gap(cursor, item[0], prev_msg, item[2])
+        if item[1] > item[0]:
+            add(item)
+        cursor, prev_msg = item[1], item[2]
     gap(cursor, len(text), prev_msg, None)
-    return out
+    if not runs:
+        return []
+    starts, ends, messages, block_ids, kinds = zip(*runs)
+    return list(map(Span, _tokens_starting_at(seg, starts), _tokens_starting_at(seg, ends), starts, ends, messages,
+                    block_ids, kinds))
+
+
+def _tokens_starting_at(seg: Segmented, positions) -> list[int]:
+    """`seg.first_token_starting_at` of each position: from the table `seg.index` filled (in C), computed
+    for any position it lacks."""
+    found = list(map((seg.starting or {}).get, positions))
+    if None in found:
+        found = [seg.first_token_starting_at(p) if t is None else t for p, t in zip(positions, found)]
+    return found
 
 
 def _trained_messages(conv: Conversation, regions: list[_Region], mask: MaskPolicy, blocks=()) -> set[int]:
@@ -173,25 +189,25 @@ def _check_mask(loss_mask: bytearray, blocks, regions: list[_Region], trained: s
             trained_block = False
         if trained_block:
             ta, tb = seg.overlapping(s, e)
-            if b"\x00" in loss_mask[ta:tb]:
+            if loss_mask.find(0, ta, tb) >= 0:
                 fail(f"{ref.kind} tokens of a trained turn are masked", ref.path)
         elif ref.kind == "tool_result":
             ta, tb = seg.overlapping(s, e)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail("tool result tokens are trained", ref.path)
         else:
             ta, tb = seg.inside(s, e)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail(f"{ref.kind} tokens outside a trained turn are trained", ref.path)
     for g in regions:
         if g.eot is None:
             continue
         ta, tb = seg.overlapping(*g.eot)
         want = g.trained(trained, mask) and mask.eot
-        if (b"\x00" if want else b"\x01") in loss_mask[ta:tb]:
+        if loss_mask.find(0 if want else 1, ta, tb) >= 0:
             fail(f"end-of-turn token {'masked' if want else 'trained'} against the policy", f"$.messages[{g.message}]")
     for span in spans:
         if span.kind == "scaffold":
             ta, tb = seg.inside(span.char_start, span.char_end)
-            if b"\x01" in loss_mask[ta:tb]:
+            if loss_mask.find(1, ta, tb) >= 0:
                 fail(f"template scaffolding is trained (characters {span.char_start}..{span.char_end})", "$")

@@ -18,7 +18,8 @@ _MAX_OFFSET = 2**31 - 1  # string offsets are int32
 
 
 def arrow_array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
-    """`pa.array(values, type=kind)`, for a list of Python values (None: null) or a numpy array."""
+    """`pa.array(values, type=kind)`, for a list of Python values (None: null) or a numpy array; a
+    string column also takes UTF-8 bytes for its values."""
     if isinstance(values, np.ndarray) and kind in _INTEGERS:
         data = np.ascontiguousarray(values, dtype=_INTEGERS[kind])
         return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
@@ -26,7 +27,9 @@ def arrow_array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     null_count = sum(nulls)
     validity = _bitmap(np.logical_not(nulls)) if null_count else None
     if kind == pa.string():
-        encoded = [b"" if value is None else value.encode("utf-8") for value in values]
+        # bytes: UTF-8 text already (the rows' JSON columns)
+        encoded = [b"" if value is None else value if type(value) is bytes else value.encode("utf-8")
+                   for value in values]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         if offsets[-1] <= _MAX_OFFSET:

@@ -31,7 +31,7 @@ import msgspec
 from msgspec.structs import replace
 
 from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
-from .item import Item, drop
+from .item import Item, drop, header_json
 from .stats import Stats
 
 _ENCODER = msgspec.json.Encoder(order="deterministic")
@@ -53,8 +53,9 @@ def chain(conv: Conversation, limit: int | None = None) -> tuple[bytes, ...]:
 
 def _header_hash(conv: Conversation) -> "hashlib._Hash":
     """The running hash after the header. A log's conversations share system prompt and tools: the hash
-    is kept by their plain JSON (cheaper than the sorted encoding; equal bytes, equal header)."""
-    raw = _PLAIN.encode((conv.system, conv.developer, conv.tools))
+    is kept by their plain JSON (cheaper than the sorted encoding; equal bytes, equal header), the one
+    the conversation column and the digest use too."""
+    raw = header_json(conv).plain
     running = _HEADERS.get(raw)
     if running is None:
         header = (tuple(_block(b) for b in conv.system), tuple(_block(b) for b in conv.developer),
@@ -65,8 +66,7 @@ def _header_hash(conv: Conversation) -> "hashlib._Hash":
     return running.copy()
 
 
-_PLAIN = msgspec.json.Encoder()
-_HEADERS: dict[bytes, "hashlib._Hash"] = {}
+_HEADERS: dict[tuple[bytes, bytes, bytes], "hashlib._Hash"] = {}
 _HEADERS_MAX = 256
 
 _SPLIT = re.compile(r"^(.*:\d+)#[A-Za-z_]")  # FILE:LINE#interactions[3], FILE:LINE#responses[0], #resourceSpans[..]

@@ -66,9 +66,53 @@ def drop(item: Item, stage: str, reason: str, message: str, detail: dict | None 
 
 def content_digest(conv: Conversation) -> str:
     """Exact-duplicate key: the canonical content, without where it came from."""
-    core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET)
+    core = msgspec.structs.replace(conv, meta=type(conv.meta)(), original=msgspec.UNSET,
+                                  **_raw_header(conv, header_json(conv).sorted))
     return hashlib.blake2b(_DIGEST_ENCODER.encode(core), digest_size=16).hexdigest()
 
 
-def conversation_json(conv: Conversation) -> str:
-    return _ENCODER.encode(msgspec.structs.replace(conv, original=msgspec.UNSET)).decode()
+def conversation_json(conv: Conversation) -> bytes:
+    """The conversation column, as UTF-8 (msgspec refuses lone surrogates: always valid)."""
+    return _ENCODER.encode(msgspec.structs.replace(conv, original=msgspec.UNSET,
+                                                   **_raw_header(conv, header_json(conv).plain)))
+
+
+# --- the header (system, developer, tools), encoded once per conversation ---------------------------
+# A log's conversations share their instructions and tool list, a third of each conversation's JSON: the
+# digest, the conversation column and the session chain (fold.py) all need it, in key order as written
+# (plain) and sorted. Each is encoded once (msgspec.Raw splices the bytes in), the sorted form looked up
+# by the plain bytes: conversations come from JSON, so every key is a str, and equal plain bytes are
+# equal values, hence equal sorted bytes.
+
+class Header(NamedTuple):
+    parts: tuple  # (system, developer, tools): the conversation's own objects
+    plain: tuple[bytes, bytes, bytes]
+    sorted: tuple[bytes, bytes, bytes]
+
+
+_HEADER_FIELDS = ("system", "developer", "tools")
+_SORTED: dict[tuple[bytes, bytes, bytes], tuple[bytes, bytes, bytes]] = {}
+_SORTED_MAX = 256
+_last: list[Header] = []  # the latest conversation's: its stages (and its trimmed prefixes) ask again
+
+
+def header_json(conv: Conversation) -> Header:
+    parts = (conv.system, conv.developer, conv.tools)
+    last = _last[0] if _last else None
+    if last is not None and all(a is b for a, b in zip(last.parts, parts)):  # the same objects, held here
+        return last
+    plain = tuple(_ENCODER.encode(part) for part in parts)
+    sorted_ = _SORTED.get(plain)
+    if sorted_ is None:
+        sorted_ = _SORTED[plain] = tuple(_DIGEST_ENCODER.encode(part) for part in parts)
+        if len(_SORTED) > _SORTED_MAX:
+            _SORTED.pop(next(iter(_SORTED)), None)
+    header = Header(parts, plain, sorted_)
+    _last[:] = [header]
+    return header
+
+
+def _raw_header(conv: Conversation, encoded: tuple[bytes, bytes, bytes]) -> dict[str, Any]:
+    # An empty part stays (): omitted from the JSON as its default, as it was before.
+    return {name: msgspec.Raw(raw) for name, raw, part in zip(_HEADER_FIELDS, encoded, (conv.system, conv.developer,
+                                                                                        conv.tools)) if part}

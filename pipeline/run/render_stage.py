@@ -39,7 +39,8 @@ class Renderer:
     def __init__(self, config: RenderConfig, export_formats: list[str] = ()):
         from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
 
-        self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer))
+        self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer),
+                                        engine_ahead=config.tokenizer_backend)
         self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
         # What encodes the pieces, and why (a sentence: the run prints it when auto keeps HF).
         self.backend_note = self.tokenizer.segment_encoder.use_backend(config.tokenizer_backend,
@@ -137,7 +138,8 @@ class Renderer:
     def row(self, item, conv: Conversation, rendered, buffers: list | None = None, *,
             window: tuple[int, int] = (0, 1), row_id: str | None = None, export: Any = None) -> dict[str, Any]:
         """The row; a window of a long conversation gives (index, count), its own id and export.
-        `buffers`: the render's [ids, mask] bytes, and its MarkedInputs third when it has them."""
+        `buffers`: the render's [ids, mask] bytes, and its MarkedInputs third when it has them.
+        JSON columns are UTF-8 bytes (role_tokens a str): the writers take either."""
         # Token columns as numpy arrays (from the render's buffers when given): built in bulk, pickled
         # to the parent as buffers, turned into Arrow columns without a Python object per token.
         if buffers:
@@ -193,8 +195,10 @@ def _issue(issue) -> dict[str, Any]:
     return out
 
 
-def _json(value: Any) -> str:
-    return jsonpolicy.dumps(value).decode()
+def _json(value: Any) -> bytes:
+    # UTF-8 as the encoder wrote it (orjson refuses lone surrogates, so it is always valid): the row
+    # ships it to the parent and the writer stores it without a decode here and an encode there.
+    return jsonpolicy.dumps(value)
 
 
 def _ledger_row(entry) -> dict:

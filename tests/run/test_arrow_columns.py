@@ -29,6 +29,15 @@ def test_strings_with_nulls(values):
 
 
 @settings(deadline=None)  # the first pa.array imports pandas
+@given(st.lists(st.none() | _TEXT))
+def test_strings_given_as_utf8_bytes(values):
+    as_bytes = [None if v is None else v.encode() for v in values]
+    assert arrow_array(as_bytes, pa.string()).equals(pa.array(values, type=pa.string()))
+    mixed = [v if i % 2 else b for i, (v, b) in enumerate(zip(values, as_bytes))]
+    assert arrow_array(mixed, pa.string()).equals(pa.array(values, type=pa.string()))
+
+
+@settings(deadline=None)  # the first pa.array imports pandas
 @given(st.lists(st.none() | st.integers(-2**31, 2**31 - 1)))
 def test_int32_with_nulls(values):
     _same(values, pa.int32())

@@ -92,3 +92,28 @@ def test_labels_are_derived_when_a_row_has_none(tmp_path, fmt):
         del row["labels"]
     derived = _write(tmp_path / "derived", rows, fmt)
     assert [p.read_bytes() for p in derived] == [p.read_bytes() for p in given]
+
+
+_JSON_COLUMNS = ("messages", "tools", "conversation", "issues", "ledger", "export", "reasoning_row")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_json_columns_as_utf8_bytes_give_the_same_bytes(tmp_path, fmt):
+    # The workers ship JSON columns as the encoder's UTF-8 bytes: the files equal those of str values.
+    (tmp_path / "b").mkdir()
+    (tmp_path / "s").mkdir()
+    as_bytes = [_row(k, arrays=True) for k in range(40)]
+    for row in as_bytes:
+        row.update({name: row[name].encode() for name in _JSON_COLUMNS if row[name] is not None})
+    from_bytes = _write(tmp_path / "b", as_bytes, fmt)
+    from_str = _write(tmp_path / "s", [_row(k, arrays=True) for k in range(40)], fmt)
+    assert [p.read_bytes() for p in from_bytes] == [p.read_bytes() for p in from_str]
+
+
+def test_statistics_are_kept_for_every_column_but_the_token_lists(tmp_path):
+    (shard,) = _write(tmp_path, [_row(k, arrays=True) for k in range(40)])
+    group = pq.ParquetFile(shard).metadata.row_group(0)
+    kept = {group.column(c).path_in_schema: group.column(c).is_stats_set for c in range(group.num_columns)}
+    assert {path for path, is_set in kept.items() if not is_set} == {
+        f"{name}.list.element" for name in ("input_ids", "attention_mask", "labels", "loss_mask")}
+    assert kept["num_tokens"] and kept["id"] and kept["conversation"]
