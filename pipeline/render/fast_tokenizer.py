@@ -21,7 +21,6 @@ import os
 import random
 import re
 import sys
-import threading
 import unicodedata
 from array import array
 from itertools import chain
@@ -32,8 +31,8 @@ import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
 
-__all__ = ["BACKENDS", "ENGINES", "FastEncoder", "TokenizerDisagreement", "build_ahead", "choose_backend",
-           "load_engine", "PROBES"]
+__all__ = ["BACKENDS", "ENGINES", "FastEncoder", "TokenizerDisagreement", "choose_backend", "load_engine",
+           "PROBES"]
 
 _INT32 = "i" if array("i").itemsize == 4 else "l"
 Encoded = tuple[list[int], array, array, bytes]  # ids, token starts, token ends (chars, in the piece), ids as <i4
@@ -111,43 +110,6 @@ def load_engine(name: str, tokenizer_json: str) -> Engine:
     except Exception as exc:  # the engines raise their own types on a tokenizer they cannot load
         raise ConfigError(f"tokenizer engine {name} cannot load this tokenizer: {exc}",
                           code="tokenizer_unavailable") from None
-
-
-# Engines being built ahead: (engine, tokenizer fingerprint) -> (thread, [engine or its ConfigError]).
-_AHEAD: dict[tuple[str, str], tuple[threading.Thread, list]] = {}
-
-
-def build_ahead(tokenizer_json: str, fingerprint: str, backend: str) -> None:
-    """Start building the engine `choose_backend(tokenizer, backend)` tries first, on a thread, while the
-    caller loads HF's tokenizer from the same JSON: both build natively with the GIL released, so a run
-    starts about half a second sooner. `choose_backend` takes the engine, or its error, and joins the
-    thread (none may be left when the workers fork)."""
-    name = next(iter(ENGINES)) if backend == "auto" else backend
-    if name not in ENGINES or (name, fingerprint) in _AHEAD:
-        return
-    built: list = []
-
-    def build() -> None:
-        try:
-            built.append(load_engine(name, tokenizer_json))
-        except ConfigError as exc:
-            built.append(exc)
-
-    thread = threading.Thread(target=build, name=f"sftprep-build-{name}", daemon=True)
-    _AHEAD[(name, fingerprint)] = (thread, built)
-    thread.start()
-
-
-def _built_ahead(fingerprint: str | None) -> dict[str, Any]:
-    """Engine name -> what `build_ahead` built for this tokenizer. Every pending build is joined, this
-    tokenizer's or not."""
-    found = {}
-    for key in list(_AHEAD):
-        thread, built = _AHEAD.pop(key)
-        thread.join()
-        if key[1] == fingerprint and built:
-            found[key[0]] = built[0]
-    return found
 
 
 # --- pieces to ids and offsets ---------------------------------------------------------------------
@@ -350,7 +312,6 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
     """(the fast encoder, or None for HF tokenizers; a sentence saying what was chosen and why).
     `backend`: "hf"; an engine by name (ConfigError if it cannot serve this tokenizer exactly); or
     "auto": the first engine whose self-check passes, else HF."""
-    ahead = _built_ahead(getattr(tokenizer, "fingerprint", None))
     if backend == "hf":
         return None, f"tokenizer '{tokenizer.name}': HF tokenizers (tokenizer_backend = \"hf\")"
     if backend != "auto" and backend not in ENGINES:
@@ -363,10 +324,7 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
         tokenizer_json = _tokenizer_json(tokenizer)
         for name in candidates:
             try:
-                engine = ahead[name] if name in ahead else load_engine(name, tokenizer_json)
-                if isinstance(engine, ConfigError):
-                    raise engine
-                encoder = FastEncoder(engine, tokenizer.name, tokenizer.backend,
+                encoder = FastEncoder(load_engine(name, tokenizer_json), tokenizer.name, tokenizer.backend,
                                       byte_lengths(tokenizer.backend), _normal_form(tokenizer), check_every)
                 self_check(encoder, tokenizer)
             except (ConfigError, TokenizerDisagreement) as exc:

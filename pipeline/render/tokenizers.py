@@ -143,15 +143,13 @@ _load_lock = threading.Lock()
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def load_tokenizer(name_or_path: str | os.PathLike, *, engine_ahead: str | None = None) -> Tokenizer:
-    """A built-in name, a tokenizer.json, a tokenizer directory, or (network permitting) a hub id.
-    `engine_ahead` (a `tokenizer_backend`): a built-in loaded now also starts building the fast engine
-    that backend would try (`fast_tokenizer.build_ahead`), for `use_backend` to take."""
+def load_tokenizer(name_or_path: str | os.PathLike) -> Tokenizer:
+    """A built-in name, a tokenizer.json, a tokenizer directory, or (network permitting) a hub id."""
     key = str(name_or_path)
     if key in BUILTIN_TOKENIZERS:
         with _load_lock:  # a built-in is built and loaded once per process
             if key not in _loaded:
-                _loaded[key] = _load_builtin(key, engine_ahead)
+                _loaded[key] = _load_builtin(key)
             return _loaded[key]
     path = Path(key).expanduser()
     if path.is_dir():
@@ -164,16 +162,11 @@ def load_tokenizer(name_or_path: str | os.PathLike, *, engine_ahead: str | None 
                       "file, a tokenizer directory, or a hub id (org/name)", code="unknown_tokenizer")
 
 
-def _load_builtin(name: str, engine_ahead: str | None = None) -> Tokenizer:
+def _load_builtin(name: str) -> Tokenizer:
     text, path = builtin_json(name)
     spec = BUILTIN_TOKENIZERS[name]
-    fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if engine_ahead not in (None, "hf"):
-        from .fast_tokenizer import build_ahead
-
-        build_ahead(text, fingerprint, engine_ahead)
     backend = hf_tokenizers.Tokenizer.from_str(text)
-    return Tokenizer(name=name, backend=backend, fingerprint=fingerprint,
+    return Tokenizer(name=name, backend=backend, fingerprint=hashlib.sha256(text.encode("utf-8")).hexdigest(),
                      bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad, source=str(path))
 
 

@@ -148,42 +148,6 @@ def test_config_names_the_valid_backends_and_the_renderer_applies_it():
     default.tokenizer.segment_encoder.use_backend("hf", 100)  # leave the shared tokenizer as found
 
 
-def test_an_engine_built_ahead_is_the_one_chosen_and_no_thread_is_left(monkeypatch):
-    """`load_tokenizer(engine_ahead=...)` builds the engine beside HF's load; the choice then takes it
-    (no second build), or the error it ended in, and joins the thread before any worker could fork."""
-    import threading
-
-    from pipeline.render import fast_tokenizer
-    from pipeline.render.builtin_tokenizers import builtin_json
-
-    builders = []
-    real = fast_tokenizer.load_engine
-
-    def recorded(name, tokenizer_json):
-        builders.append((name, threading.current_thread().name))
-        return real(name, tokenizer_json)
-
-    monkeypatch.setattr(fast_tokenizer, "load_engine", recorded)
-    tok = dataclasses.replace(load_tokenizer("qwen2.5"))  # its own segment encoder, the same fingerprint
-    text, _ = builtin_json("qwen2.5")
-    fast_tokenizer.build_ahead(text, tok.fingerprint, "auto")
-    encoder, note = choose_backend(tok, "auto", 100)
-    assert builders == [("fastokens", "sftprep-build-fastokens")]
-    assert encoder.engine.name == "fastokens" and "self-check passed" in note
-    assert fast_tokenizer._AHEAD == {} and threading.active_count() == 1
-
-    builders.clear()
-    fast_tokenizer.build_ahead("not a tokenizer", tok.fingerprint, "auto")  # the engine ahead fails
-    encoder, note = choose_backend(tok, "auto", 100)
-    assert builders == [("fastokens", "sftprep-build-fastokens"), ("gigatoken", "MainThread")]
-    assert encoder.engine.name == "gigatoken" and "gigatoken" in note
-    assert fast_tokenizer._AHEAD == {} and threading.active_count() == 1
-
-    fast_tokenizer.build_ahead(text, "another tokenizer", "fastokens")  # never taken: still joined
-    assert choose_backend(tok, "hf", 100)[0] is None
-    assert fast_tokenizer._AHEAD == {} and threading.active_count() == 1
-
-
 # --- equality --------------------------------------------------------------------------------------
 
 def _added(name: str) -> list[str]:
