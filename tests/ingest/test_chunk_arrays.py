@@ -96,3 +96,7 @@ def test_an_anthropic_error_event_first_is_still_a_record(tmp_path):
     assert is_chunk({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "x"}}]})
     assert is_chunk({"type": "response.created", "response": {"id": "r"}})
     assert not is_chunk(_gemini("done", "STOP")) and not is_chunk({"messages": []}) and not is_chunk([1])
+    # Whole responses of the other formats are records too.
+    assert not is_chunk({"type": "message", "role": "assistant", "content": [{"type": "text", "text": "x"}]})
+    assert not is_chunk({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant"}}]})
+    assert not is_chunk({"object": "response", "output": [], "status": "completed"})

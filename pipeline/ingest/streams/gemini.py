@@ -29,7 +29,7 @@ def claims(data: Any) -> bool:
 def is_partial(data: Any) -> bool:
     """A chunk from the middle of a stream: candidates, none finished yet. A chunk that finishes is a
     whole response too (a one-chunk stream is one), so only this tells a stream from a response."""
-    candidates = _get(data, "candidates", "candidates") if isinstance(data, dict) else None
+    candidates = data.get("candidates") if isinstance(data, dict) else None
     return (isinstance(candidates, list) and bool(candidates) and all(isinstance(c, dict) for c in candidates)
             and not any("finishReason" in c or "finish_reason" in c for c in candidates))
 
