@@ -149,6 +149,9 @@ class FastEncoder:
         # would fall on the same place in every conversation of the same shape, and never elsewhere.
         self._gaps = random.Random(check_every)
         self._countdown = 1  # the first piece is checked
+        # One int object per id, shared by every encoding: taking ids from it allocates no int, and a
+        # piece leaving the segment cache frees none (the cache holds a million ids; each was an object).
+        self._id_objects = np.arange(len(byte_lengths)).astype(object)
 
     @property
     def name(self) -> str:
@@ -208,7 +211,8 @@ class FastEncoder:
         # Whole arrays once, then sliced per piece (slicing an array or bytes is one C call)
         all_starts = array(_INT32, (start - base).astype(np.int32).tobytes())
         all_ends = array(_INT32, (end - base).astype(np.int32).tobytes())
-        all_ids = ids.tolist()
+        shared = self._id_objects
+        all_ids = shared.take(ids).tolist() if len(ids) and int(ids.max()) < len(shared) else ids.tolist()
         le = ids.astype("<i4").tobytes()
         cuts = bounds.tolist()
         return [(all_ids[a:b], all_starts[a:b], all_ends[a:b], le[4 * a:4 * b]) for a, b in zip(cuts, cuts[1:])]

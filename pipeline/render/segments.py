@@ -239,14 +239,18 @@ class SegmentEncoder:
             keys = list(missing)
             encoded = self.fast.encode(keys) if self.fast is not None else hf_encode(self.tokenizer.backend, keys)
             with self._lock:
+                cache, budget, added = self._cache, self.cache_tokens, 0
                 for piece, value in zip(keys, encoded):
-                    seg_ids = value[0]
                     for i in missing[piece]:
                         out[i] = value
-                    if self.cache_size and 0 < len(seg_ids) <= self.cache_tokens and piece not in self._cache:
-                        self._cache[piece] = value
-                        self._cached_tokens += len(seg_ids)
-                        self._evict()
+                    if self.cache_size and 0 < len(value[0]) <= budget and piece not in cache:
+                        cache[piece] = value
+                        added += len(value[0])
+                # One eviction after the batch evicts what one after each store would: both pop the
+                # oldest entries until the bounds hold, and bounds that hold over a window of the LRU
+                # hold over each shorter window with the same first entry.
+                self._cached_tokens += added
+                self._evict()
         return out
 
     def limit(self, tokens: int) -> None:
