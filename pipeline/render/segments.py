@@ -10,6 +10,9 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
+from functools import reduce
+from itertools import accumulate, compress
+from operator import iadd, itemgetter, not_
 from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -22,6 +25,8 @@ __all__ = ["SegmentEncoder", "Segmented"]
 _INT32 = "i" if array("i").itemsize == 4 else "l"
 _INT32_NP = np.dtype(np.int32)  # native order, as array(_INT32) stores
 _ZERO = array(_INT32, [0])
+_IDS, _STARTS, _ENDS, _BUFFER = map(itemgetter, range(4))  # the fields of an encoded piece
+_START = itemgetter(0)  # of a (start, end, token) piece
 
 
 class Segmented(NamedTuple):
@@ -198,19 +203,18 @@ class SegmentEncoder:
         encoded = iter(self._encode_texts(texts))
         token_parts = self._token_parts
         # per piece: (ids, token starts, token ends, ids as bytes); an added token's is built once
-        parts = []
-        ids: list[int] = []
-        token_starts = []
-        for start, end, token in pieces:
-            part = next(encoded) if token is None else (token_parts.get((token, end - start))
-                                                        or self._token_part(token, end - start))
-            parts.append(part)
-            token_starts.append(len(ids))
-            ids += part[0]  # extending copies the ids in C; chaining them yields one id at a time (5x slower)
-        return Segmented(ids, [start for start, _, _ in pieces], token_starts,
+        parts = [next(encoded) if token is None else (token_parts.get((token, end - start))
+                                                      or self._token_part(token, end - start))
+                 for start, end, token in pieces]
+        id_lists = list(map(_IDS, parts))
+        token_starts = list(accumulate(map(len, id_lists), initial=0))
+        token_starts.pop()
+        # `+=` extends one new list in C, piece by piece; chaining the ids yields one at a time (5x slower)
+        ids: list[int] = reduce(iadd, id_lists, [])
+        return Segmented(ids, list(map(_START, pieces)), token_starts,
                          [None if token is not None else (part[1], part[2]) for part, (_, _, token) in zip(parts, pieces)],
-                         [end - start for start, end, _ in pieces], b"".join([part[3] for part in parts]),
-                         b"".join([part[1] for part in parts]), b"".join([part[2] for part in parts]), {}, {})
+                         [end - start for start, end, _ in pieces], b"".join(map(_BUFFER, parts)),
+                         b"".join(map(_STARTS, parts)), b"".join(map(_ENDS, parts)), {}, {})
 
     def _token_part(self, token: int, length: int) -> tuple[list[int], array, array, bytes]:
         part = ([token], _ZERO, array(_INT32, [length]), self._token_bytes[token])
@@ -218,40 +222,34 @@ class SegmentEncoder:
         return part
 
     def _encode_texts(self, texts: list[str]):
-        missing: dict[str, list[int]] = {}
         with self._lock:
             cache = self._cache
             out: list[Any] = list(map(cache.get, texts))
-            if None not in out:  # all hits (the usual case on repeated data): refresh them in C
-                deque(map(cache.move_to_end, texts), maxlen=0)
-                self.hits += len(texts)
+            misses = out.count(None)
+            # Lookups first, then the hits refreshed in their order (in C): the LRU ends as if each
+            # piece were looked up and refreshed in turn (a refresh removes nothing, and nothing is
+            # evicted before the misses are stored).
+            deque(map(cache.move_to_end, compress(texts, out) if misses else texts), maxlen=0)
+            self.hits += len(texts) - misses
+            if not misses:  # all hits (the usual case on repeated data)
                 return out
-            # Lookups first, then the refreshes in the same order: the LRU ends as if interleaved
-            # (a refresh removes nothing, and nothing is evicted before the misses are stored).
-            for i, (piece, hit) in enumerate(zip(texts, out)):
-                if hit is not None:
-                    cache.move_to_end(piece)
-                    self.hits += 1
-                else:
-                    missing.setdefault(piece, []).append(i)
+            missing = list(dict.fromkeys(compress(texts, map(not_, out))))  # each missed text once, first seen first
             self.misses += len(missing)
-        if missing:
-            keys = list(missing)
-            encoded = self.fast.encode(keys) if self.fast is not None else hf_encode(self.tokenizer.backend, keys)
-            with self._lock:
-                cache, budget, added = self._cache, self.cache_tokens, 0
-                for piece, value in zip(keys, encoded):
-                    for i in missing[piece]:
-                        out[i] = value
-                    if self.cache_size and 0 < len(value[0]) <= budget and piece not in cache:
-                        cache[piece] = value
-                        added += len(value[0])
-                # One eviction after the batch evicts what one after each store would: both pop the
-                # oldest entries until the bounds hold, and bounds that hold over a window of the LRU
-                # hold over each shorter window with the same first entry.
-                self._cached_tokens += added
-                self._evict()
-        return out
+        encoded = (self.fast.encode(missing) if self.fast is not None
+                   else hf_encode(self.tokenizer.backend, missing))
+        with self._lock:
+            cache, budget, added = self._cache, self.cache_tokens, 0
+            for piece, value in zip(missing, encoded):
+                if self.cache_size and 0 < len(value[0]) <= budget and piece not in cache:
+                    cache[piece] = value
+                    added += len(value[0])
+            # One eviction after the batch evicts what one after each store would: both pop the
+            # oldest entries until the bounds hold, and bounds that hold over a window of the LRU
+            # hold over each shorter window with the same first entry.
+            self._cached_tokens += added
+            self._evict()
+        found = dict(zip(missing, encoded)).get
+        return [hit or found(piece) for piece, hit in zip(texts, out)]
 
     def limit(self, tokens: int) -> None:
         """Hold at most this many tokens from now on (0: cache nothing)."""
