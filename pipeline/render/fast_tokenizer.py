@@ -181,7 +181,9 @@ class FastEncoder:
     def _fast(self, texts: list[str]) -> list[Encoded]:
         self.encoded += len(texts)
         ids, bounds = self.engine.encode(texts)
-        lengths = np.zeros(len(ids), dtype=np.int64) if len(ids) == 0 else self._lengths(ids)
+        top = int(ids.max()) if len(ids) else -1
+        known = top < len(self.byte_lengths)  # else an id outside the vocabulary: fails the byte check
+        lengths = self.byte_lengths.take(ids) if known else np.zeros(len(ids), dtype=np.int64)
         # Array methods rather than the np.* functions: the same results without their Python dispatch,
         # which costs more than the work on the few tokens of a typical batch of misses.
         byte_end = lengths.cumsum()
@@ -211,17 +213,10 @@ class FastEncoder:
         # Whole arrays once, then sliced per piece (slicing an array or bytes is one C call)
         all_starts = array(_INT32, (start - base).astype(np.int32).tobytes())
         all_ends = array(_INT32, (end - base).astype(np.int32).tobytes())
-        shared = self._id_objects
-        all_ids = shared.take(ids).tolist() if len(ids) and int(ids.max()) < len(shared) else ids.tolist()
+        all_ids = self._id_objects.take(ids).tolist() if known else ids.tolist()
         le = ids.astype("<i4").tobytes()
         cuts = bounds.tolist()
         return [(all_ids[a:b], all_starts[a:b], all_ends[a:b], le[4 * a:4 * b]) for a, b in zip(cuts, cuts[1:])]
-
-    def _lengths(self, ids: np.ndarray) -> np.ndarray:
-        table = self.byte_lengths
-        if int(ids.max()) >= len(table):
-            return np.zeros(len(ids), dtype=np.int64)  # an id outside the vocabulary: fails the byte check
-        return table[ids]
 
     def _fail_on_bytes(self, texts, ids, bounds, byte_end, piece_bytes) -> None:
         """The engine's tokens do not spell the text: name the first piece where that happens."""
