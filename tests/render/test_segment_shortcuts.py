@@ -1,22 +1,26 @@
 """The segment encoder's shortcuts give what the plain paths give: the piece texts the split keeps equal
 the slices `encode` would take, lookups read from the index equal the per-position bisects, the LRU
-ends in the order of one lookup and refresh per piece, and spans built from bulk lookups equal those of
-an unindexed encoding."""
+ends in the order of one lookup and refresh per piece (and one eviction per batch of misses evicts what
+one per stored piece would), the fast engine's ids taken from shared int objects are HF's ids, and spans
+built from bulk lookups equal those of an unindexed encoding."""
 
 from __future__ import annotations
 
 import importlib
 from collections import OrderedDict
 
+import numpy as np
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_support import fixture_names, load_fixture
 
-from corpus import params, tau_bench_trajectories
+from corpus import params, require_corpus, tau_bench_trajectories
 from pipeline.formats import parse
-from pipeline.render import load_template, load_tokenizer
+from pipeline.render import load_template, load_tokenizer, render
 from pipeline.render.engine import render_marked
+from pipeline.render.fast_tokenizer import FastEncoder, TokenizerDisagreement, byte_lengths, hf_encode
 from pipeline.render.segments import SegmentEncoder
 from pipeline.render.spans import _spans
 
@@ -95,6 +99,51 @@ def test_cache_order_and_counts_equal_one_lookup_per_piece(calls, size, budget):
                                      lambda piece: len(qwen.backend.encode(piece, add_special_tokens=False).ids))
     assert list(encoder._cache) == order
     assert (encoder.hits, encoder.misses) == (hits, misses)
+
+
+
+@pytest.mark.parametrize(("size", "budget"), [(3, 10**6), (40, 10**6), (4096, 900), (25, 2500), (0, 10**6)])
+def test_cache_order_and_counts_equal_one_eviction_per_store_on_the_corpus(size, budget):
+    """Rendered corpus conversations: each has more misses than the small caches hold, so one batch
+    both fills and overflows them (by entries, by tokens or both)."""
+    require_corpus()
+    qwen = load_tokenizer("qwen2.5")
+    template = load_template("chatml", qwen)
+    texts = [render(parse(traj, "openai-chat"), template, qwen).text for _, traj in tau_bench_trajectories()[:10]]
+    encoder = SegmentEncoder(qwen, cache_size=size, cache_tokens=budget)
+    calls = []
+    for text in texts + texts[::-1]:  # the second half hits what is left
+        assert encoder.encode(text).ids == qwen.backend.encode(text, add_special_tokens=False).ids
+        calls.append(encoder.split_texts(text)[1])
+    order, hits, misses = _lru_model(calls, size, budget,
+                                     lambda piece: len(qwen.backend.encode(piece, add_special_tokens=False).ids))
+    assert list(encoder._cache) == order and (encoder.hits, encoder.misses) == (hits, misses)
+    assert encoder._cached_tokens == sum(len(value[0]) for value in encoder._cache.values()) <= budget
+    assert hits > 0 and misses > len(order) or size == 0
+
+
+def test_fast_engine_ids_are_plain_ints_equal_to_hf_and_an_id_past_the_vocabulary_still_fails():
+    require_corpus()
+    qwen = load_tokenizer("qwen2.5")
+    encoder = SegmentEncoder(qwen, cache_size=0)
+    encoder.use_backend("fastokens", check_every=0)
+    pieces = [piece for _, traj in tau_bench_trajectories()[:5]
+              for piece in encoder.split_texts(render(parse(traj, "openai-chat"), load_template("chatml", qwen),
+                                                      qwen).text)[1]]
+    fast = encoder.fast.encode(pieces)
+    assert fast == hf_encode(qwen.backend, pieces)
+    assert all(type(token) is int for ids, _, _, _ in fast for token in ids)  # not numpy scalars
+
+    class PastTheVocabulary:
+        name = "past"
+
+        def encode(self, texts):
+            return np.array([qwen.backend.get_vocab_size(with_added_tokens=True)], dtype=np.uint32), np.array([0, 1])
+
+    wrong = FastEncoder(PastTheVocabulary(), "qwen2.5", qwen.backend, byte_lengths(qwen.backend), "NFC", 0)
+    with pytest.raises(TokenizerDisagreement):
+        wrong.encode(["a"])
+    assert wrong.encode.__func__ is FastEncoder.encode  # the real path, not a stand-in
 
 
 def _spans_without_index(conv, template, tokenizer, monkeypatch):
