@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from functools import reduce
 from itertools import accumulate, compress
-from operator import iadd, itemgetter, not_
+from operator import iadd, itemgetter, not_, sub
 from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -25,8 +25,13 @@ __all__ = ["SegmentEncoder", "Segmented"]
 _INT32 = "i" if array("i").itemsize == 4 else "l"
 _INT32_NP = np.dtype(np.int32)  # native order, as array(_INT32) stores
 _ZERO = array(_INT32, [0])
-_IDS, _STARTS, _ENDS, _BUFFER = map(itemgetter, range(4))  # the fields of an encoded piece
-_START = itemgetter(0)  # of a (start, end, token) piece
+# The fields of a piece as the encoder keeps it: an encoding (ids, token starts, token ends, ids as
+# bytes) and the (starts, ends) pair Segmented.offsets holds (None for an added token), made once per piece.
+_IDS, _STARTS, _ENDS, _BUFFER, _OFFSETS = map(itemgetter, range(5))
+_START, _END = itemgetter(0), itemgetter(1)  # of a (start, end, token) piece
+
+
+_Part = tuple[list[int], array, array, bytes, "tuple[array, array] | None"]
 
 
 class Segmented(NamedTuple):
@@ -143,14 +148,14 @@ class SegmentEncoder:
         self.hits = 0
         self.misses = 0
         # piece -> (ids, token starts, token ends, ids as int32 bytes); offsets relative to the piece
-        self._cache: OrderedDict[str, tuple[list[int], array, array, bytes]] = OrderedDict()
+        self._cache: OrderedDict[str, _Part] = OrderedDict()
         self._cached_tokens = 0
         self._lock = threading.Lock()
         added = sorted(tokenizer.added_tokens, key=len, reverse=True)  # longest first = leftmost-longest
         self._split = re.compile("(" + "|".join(re.escape(t) for t in added) + ")") if added else None
         self._segmentable = tokenizer.segmentable
         self._token_bytes = {token_id: struct.pack("<i", token_id) for token_id in tokenizer.added_tokens.values()}
-        self._token_parts: dict[tuple[int, int], tuple[list[int], array, array, bytes]] = {}  # see encode
+        self._token_parts: dict[tuple[int, int], _Part] = {}  # see encode
         self.fast = None  # a FastEncoder once `use_backend` chose one; None: HF tokenizers
         self.backend_note = "HF tokenizers"
         self._backend_choice: tuple[str, int] = ("hf", 0)
@@ -202,7 +207,7 @@ class SegmentEncoder:
             texts = [text[a:b] for a, b, token in pieces if token is None]
         encoded = iter(self._encode_texts(texts))
         token_parts = self._token_parts
-        # per piece: (ids, token starts, token ends, ids as bytes); an added token's is built once
+        # per piece: its _Part; an added token's is built once
         parts = [next(encoded) if token is None else (token_parts.get((token, end - start))
                                                       or self._token_part(token, end - start))
                  for start, end, token in pieces]
@@ -211,13 +216,12 @@ class SegmentEncoder:
         token_starts.pop()
         # `+=` extends one new list in C, piece by piece; chaining the ids yields one at a time (5x slower)
         ids: list[int] = reduce(iadd, id_lists, [])
-        return Segmented(ids, list(map(_START, pieces)), token_starts,
-                         [None if token is not None else (part[1], part[2]) for part, (_, _, token) in zip(parts, pieces)],
-                         [end - start for start, end, _ in pieces], b"".join(map(_BUFFER, parts)),
+        return Segmented(ids, list(map(_START, pieces)), token_starts, list(map(_OFFSETS, parts)),
+                         list(map(sub, map(_END, pieces), map(_START, pieces))), b"".join(map(_BUFFER, parts)),
                          b"".join(map(_STARTS, parts)), b"".join(map(_ENDS, parts)), {}, {})
 
-    def _token_part(self, token: int, length: int) -> tuple[list[int], array, array, bytes]:
-        part = ([token], _ZERO, array(_INT32, [length]), self._token_bytes[token])
+    def _token_part(self, token: int, length: int) -> _Part:
+        part = ([token], _ZERO, array(_INT32, [length]), self._token_bytes[token], None)
         self._token_parts[(token, length)] = part
         return part
 
@@ -235,8 +239,8 @@ class SegmentEncoder:
                 return out
             missing = list(dict.fromkeys(compress(texts, map(not_, out))))  # each missed text once, first seen first
             self.misses += len(missing)
-        encoded = (self.fast.encode(missing) if self.fast is not None
-                   else hf_encode(self.tokenizer.backend, missing))
+        encoded = [(*value, (value[1], value[2])) for value in
+                   (self.fast.encode(missing) if self.fast is not None else hf_encode(self.tokenizer.backend, missing))]
         with self._lock:
             cache, budget, added = self._cache, self.cache_tokens, 0
             for piece, value in zip(missing, encoded):
