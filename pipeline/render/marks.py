@@ -97,9 +97,15 @@ class Marks:
         if not value.isascii() and MARK_RE.search(value) is not None:  # _has_marks, inline: once per block
             raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
                               "renderer uses as span markers", path=ref.path, code="render_private_use")
+        refs = self.refs
+        i = len(refs)
         if repeatable:
-            self.repeatable.add(len(self.refs))
-        start, end = self._pair(ref)
+            self.repeatable.add(i)
+        if i < _PLANE_PAIRS:  # self._pair(ref), inline: once per marked piece
+            refs.append(ref)
+            start, end = chr(0xF0002 + 2 * i), chr(0xF0003 + 2 * i)
+        else:
+            start, end = self._pair(ref)
         if self.edges_outside:
             core = value.strip()
             if core != value:
