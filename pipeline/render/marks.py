@@ -161,7 +161,11 @@ def _sentinels(raw: str) -> tuple[str, zip]:
     rest of the render."""
     if raw.isascii():
         return raw, zip((), ())
-    codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    # The code points as a numpy string array holds them (a copy of the str's own buffer, surrogates and
+    # trailing NULs included): a third of what encoding to UTF-32 costs.
+    codes = np.array(raw).reshape(1).view(np.uint32)
+    if len(codes) != len(raw):  # never seen; the encoding is the definition
+        codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first. Found
     # among the code points >= U+F0000 (few), not by a second pass over all of them.
     keep = codes < 0xF0000
@@ -189,30 +193,31 @@ def _strip(raw: str, refs: list[BlockRef], *, lenient: bool = False,
     closed: list[int] = [-1] * len(refs)
     gen_start: int | None = None
     text, sentinels = _sentinels(raw)
+    blocks = found.blocks
+    count = len(refs)
     for index, pos in sentinels:
-        if index == 0:
+        if index > 1:
+            pair = (index - 2) >> 1  # index 2 + 2i opens pair i, 3 + 2i closes it
+            if pair >= count:
+                raise RenderError("the template emits private-use characters U+F0000..U+10FFFD, which the renderer "
+                                  "reserves", code="render_private_use")
+            seen = closed if index & 1 else opened
+            if seen[pair] != -1:
+                if pair in repeatable:
+                    continue
+                raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
+                                  code="render_duplicated")
+            seen[pair] = pos
+        elif index == 0:
             if gen_start is not None:
                 raise RenderError("nested {% generation %} regions", code="render_template_structure")
             gen_start = pos
-        elif index == 1:
+        else:
             if gen_start is None:
                 raise RenderError("{% endgeneration %} without a start", code="render_template_structure")
             found.regions.append((gen_start, pos))
             gen_start = None
-        else:
-            pair, is_close = divmod(index - 2, 2)
-            if pair >= len(refs):
-                raise RenderError("the template emits private-use characters U+F0000..U+10FFFD, which the renderer "
-                                  "reserves", code="render_private_use")
-            seen = closed if is_close else opened
-            if seen[pair] != -1 and pair in repeatable:
-                continue
-            if seen[pair] != -1:
-                raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
-                                  code="render_duplicated")
-            seen[pair] = pos
-    for pair, ref in enumerate(refs):
-        start, end = opened[pair], closed[pair]
+    for start, end, ref in zip(opened, closed, refs):
         if lenient and start == -1 and end == -1:
             found.dropped.append(ref)
             continue
@@ -223,11 +228,12 @@ def _strip(raw: str, refs: list[BlockRef], *, lenient: bool = False,
             found.anchors.append((start, ref))
             continue
         found.pieces.append((start, end, ref))
-        key = (ref.kind, ref.message, ref.block)
-        if key in found.blocks:  # several marked pieces of one block (a call's name and arguments)
-            s0, e0, _ = found.blocks[key]
+        key = ref[:3]  # (kind, message, block)
+        known = blocks.get(key)
+        if known is not None:  # several marked pieces of one block (a call's name and arguments)
+            s0, e0, _ = known
             start, end = min(start, s0), max(end, e0)
-        found.blocks[key] = (start, end, ref)
+        blocks[key] = (start, end, ref)
     return text, found
 
 
