@@ -161,26 +161,23 @@ def _sentinels(raw: str) -> tuple[str, zip]:
     rest of the render."""
     if raw.isascii():
         return raw, zip((), ())
-    # The code points as a numpy string array holds them (a copy of the str's own buffer, surrogates and
-    # trailing NULs included): a third of what encoding to UTF-32 costs.
-    codes = np.array(raw).reshape(1).view(np.uint32)
-    if len(codes) != len(raw):  # never seen; the encoding is the definition
-        codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first. Found
     # among the code points >= U+F0000 (few), not by a second pass over all of them.
-    keep = codes < 0xF0000
-    at = np.flatnonzero(~keep)
+    at = np.flatnonzero(codes >= 0xF0000)
     if len(at):
         chars = codes[at]
         sentinel = (chars & 0xFFFF) <= 0xFFFD
         if not sentinel.all():  # U+FFFFE/F, U+10FFFE/F: noncharacters, kept as text
-            keep[at[~sentinel]] = True
             at, chars = at[sentinel], chars[sentinel]
     if not len(at):
         return raw, zip((), ())
     chars = chars.astype(np.int64)
     index = np.where(chars < 0x100000, chars - 0xF0000, chars - 0x100000 + _PLANE)
-    text = codes[keep].tobytes().decode("utf-32-le", "surrogatepass")
+    # The text between the sentinels, sliced from the str itself: fewer instructions than compressing
+    # the code points and decoding them (callgrind: 84 against 98 million on 100 rendered agent logs).
+    cuts = at.tolist()
+    text = "".join(map(raw.__getitem__, map(slice, [0, *(cut + 1 for cut in cuts)], [*cuts, len(raw)])))
     return text, zip(index.tolist(), (at - np.arange(len(at))).tolist())
 
 
