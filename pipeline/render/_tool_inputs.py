@@ -105,6 +105,9 @@ def _arguments(call: ToolCall, path: str) -> dict[str, Any]:
 def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: str, joiner: str = "\n") -> str:
     """A result as the one string text templates render: its text parts joined; a structured output
     (when there is no text) as compact JSON. Media parts are ledgered as dropped."""
+    content = result.content
+    if len(content) == 1 and result.output is UNSET and type(content[0]) is Text and type(content[0].text) is str:
+        return content[0].text  # most results: what the loop and the join below give for one text
     texts: list[str] = []
     for ci, part in enumerate(result.content):
         match part:

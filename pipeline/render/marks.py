@@ -117,7 +117,12 @@ class Marks:
         if not self.enabled:
             return value
         marked = _MarkedDict(value)
-        marked.sftprep_marks = self._pair(ref)
+        i = len(self.refs)
+        if i < _PLANE_PAIRS:  # self._pair(ref), inline, as in `text`
+            self.refs.append(ref)
+            marked.sftprep_marks = chr(0xF0002 + 2 * i), chr(0xF0003 + 2 * i)
+        else:
+            marked.sftprep_marks = self._pair(ref)
         text = getattr(value, "sftprep_json", None)  # a tool definition from the cache: dumped and checked
         if text is None:
             text = _dumps(value)

@@ -144,3 +144,12 @@ def test_inline_item_reads_look_up_as_jinja_does(source, value):
             return type(exc).__name__, str(exc)
 
     assert outcome(_TRUSTED_ENV) == outcome(jinja2.Environment())
+
+
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=3), st.sampled_from(["\n", "\n\n"]))
+def test_a_result_with_one_text_part_is_that_text(texts, joiner):
+    from pipeline.conversation import ToolResult
+    from pipeline.render._tool_inputs import result_text
+
+    result = ToolResult(call_id="c1", content=tuple(Text(t) for t in texts))
+    assert result_text(result, Ledger("test"), "$.r", "test", joiner) == joiner.join(t for t in texts if t)
