@@ -25,23 +25,31 @@ _INLINE_CODE = re.compile(r"(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 
 # --- code regions -------------------------------------------------------------------------------
 
+def _fences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each fenced block; one left open runs to the end of the text."""
+    fences: list[tuple[int, int]] = []
+    open_at: int | None = None
+    marker = ""
+    for m in _FENCE.finditer(text):
+        fence = m.group(1)
+        if open_at is None:
+            open_at, marker = m.start(), fence
+        elif fence[0] == marker[0] and len(fence) >= len(marker) and m.group().strip() == fence:
+            fences.append((open_at, m.end()))
+            open_at = None
+    if open_at is not None:
+        fences.append((open_at, len(text)))
+    return fences
+
+
 class _CodeRegions:
     """Fenced blocks and inline code spans of markdown, as sorted (start, end) ranges."""
 
     def __init__(self, text: str):
         self.text = text
-        self.fences: list[tuple[int, int]] = []
-        open_at: int | None = None
-        marker = ""
-        for m in _FENCE.finditer(text):
-            fence = m.group(1)
-            if open_at is None:
-                open_at, marker = m.start(), fence
-            elif fence[0] == marker[0] and len(fence) >= len(marker) and m.group().strip() == fence:
-                self.fences.append((open_at, m.end()))
-                open_at = None
-        if open_at is not None:
-            self.fences.append((open_at, len(text)))
+        # A fence line holds ``` or ~~~; without one, the line-anchored scan (it tries every position)
+        # cannot match.
+        self.fences = _fences(text) if "```" in text or "~~~" in text else []
         ranges = list(self.fences)
         if "`" in text:
             for m in _INLINE_CODE.finditer(text):

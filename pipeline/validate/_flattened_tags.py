@@ -242,6 +242,11 @@ def _line_end(text: str, pos: int) -> int:
     return len(text) if end < 0 else end
 
 
+def _may_hold_special_token(text: str) -> bool:
+    """False when `_SPECIAL` cannot match: each of its alternatives contains one of these."""
+    return "<|tool_call" in text or "[TOOL_CALLS]" in text or "<｜tool▁call" in text or "<start_function_call>" in text
+
+
 def _special_tokens(text: str, tools: Collection[str], code: _CodeRegions,
                     found: list[Finding]) -> Iterator[Finding]:
     for m in _SPECIAL.finditer(text):

@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Collection, Literal
 
 from ._flattened_base import Finding, _CodeRegions
-from ._flattened_json import _json_objects
-from ._flattened_tags import (_chatml, _function_tags, _harmony, _markers, _python_tag, _react, _special_tokens,
-                              _tool_code, _xml_invoke)
+from ._flattened_json import _json_objects, _may_hold_json_call
+from ._flattened_tags import (_chatml, _function_tags, _harmony, _markers, _may_hold_special_token, _python_tag, _react,
+                              _special_tokens, _tool_code, _xml_invoke)
 
 Family = Literal["chatml", "llama_json", "python_tag", "function_tag", "harmony", "react", "json",
                  "marker", "xml_invoke", "special_token", "tool_code"]
@@ -62,15 +62,28 @@ def find_flattened(text: str, tools: Collection[str] = ()) -> list[Finding]:
         return []
     code = _CodeRegions(text)
     found: list[Finding] = []
-    found.extend(_chatml(text, tools, code))
-    found.extend(_function_tags(text, tools, code, found))
-    found.extend(_python_tag(text, tools, code))
-    found.extend(_harmony(text, tools, code))
-    found.extend(_react(text, tools, code))
-    found.extend(_markers(text, tools, code))
-    found.extend(_xml_invoke(text, tools, code))
-    found.extend(_special_tokens(text, tools, code, found))
-    found.extend(_tool_code(text, tools, code))
-    found.extend(_json_objects(text, tools, code, found))
+    # Each detector runs only when its trigger is in the text: every match of its syntax contains the
+    # trigger, so a detector skipped would have found nothing (and `found`, which later ones read, is
+    # the same). Most texts that pass the pre-check hold a "[" or "{" and nothing else.
+    if "<tool_call>" in text:
+        found.extend(_chatml(text, tools, code))
+    if "<function=" in text:
+        found.extend(_function_tags(text, tools, code, found))
+    if "<|python_tag|>" in text:
+        found.extend(_python_tag(text, tools, code))
+    if "to=functions." in text:
+        found.extend(_harmony(text, tools, code))
+    if "Action" in text:
+        found.extend(_react(text, tools, code))
+    if "[" in text:
+        found.extend(_markers(text, tools, code))
+    if "<invoke" in text:
+        found.extend(_xml_invoke(text, tools, code))
+    if _may_hold_special_token(text):
+        found.extend(_special_tokens(text, tools, code, found))
+    if "default_api." in text:
+        found.extend(_tool_code(text, tools, code))
+    if _may_hold_json_call(text, tools, code):
+        found.extend(_json_objects(text, tools, code, found))
     found.sort(key=lambda f: (f.start, f.end))
     return found

@@ -1,0 +1,98 @@
+"""The validation stage's shortcuts agree with the work they skip: the flattened-call detector run with
+its per-family triggers against every detector run on every text, code regions found with and without
+the fence pre-check, on the corpus and on drawn texts built from the syntaxes' own pieces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.validate._flattened_base import Finding, _CodeRegions, _fences
+from pipeline.validate._flattened_json import _json_objects
+from pipeline.validate._flattened_tags import (_chatml, _function_tags, _harmony, _markers, _python_tag, _react,
+                                               _special_tokens, _tool_code, _xml_invoke)
+from pipeline.validate.flattened import find_flattened
+
+from test_flattened import POSITIVES, TOOLS, corpus_texts
+
+
+def every_detector(text: str, tools) -> list[Finding]:
+    """The detector without any pre-check: every family's scan over every text."""
+    code = _CodeRegions(text)
+    found: list[Finding] = []
+    found.extend(_chatml(text, tools, code))
+    found.extend(_function_tags(text, tools, code, found))
+    found.extend(_python_tag(text, tools, code))
+    found.extend(_harmony(text, tools, code))
+    found.extend(_react(text, tools, code))
+    found.extend(_markers(text, tools, code))
+    found.extend(_xml_invoke(text, tools, code))
+    found.extend(_special_tokens(text, tools, code, found))
+    found.extend(_tool_code(text, tools, code))
+    found.extend(_json_objects(text, tools, code, found))
+    found.sort(key=lambda f: (f.start, f.end))
+    return found
+
+
+# The syntaxes' pieces, their near misses, code fences and prose: drawn texts reach every family.
+_PIECES = st.sampled_from([
+    "<tool_call>", "</tool_call>", "{", "}", "[", "]", '"name": ', '"name"', '"function":', '"action": ', '"tool":',
+    '"tool_input": ', '"action_input": ', '"arguments": ', '"parameters": ', '"get_weather"', '"x"', '{"city": "Oslo"}',
+    "```", "```json\n", "~~~", "~~", "``", "`", "\n", "\n\n", "Action: ", "Action Input: ", "Action:", "Thought: ",
+    "to=functions.x", "to=functions.get_weather", "<|message|>", "<|call|>", "<|start|>", "<|constrain|>json",
+    "<|python_tag|>", "<function=f>", "<function=get_weather>", "</function>", '<invoke name="x">', "</invoke>",
+    "<parameter", "<function_calls>", "[TOOL_CALLS]", "<|tool_call|>", "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<start_function_call>", "<|tool_cal",
+    "default_api.f(", "print(default_api.get_weather(", "[Calling tool: f(", "[tool: x", "[Called get_weather with ",
+    ")]", "(", ")", " ", "\t", ". ", "prose ", "[session 000149]", "Let me check.", ":", ",", "null", "1",
+    '"type": "function"', '"id": "c1"',
+    # Whole calls of each shape, one with its key written as a JSON escape (no call key in the text).
+    '{"name": "get_weather", "arguments": {"city": "Oslo"}}', '{"action": "get_weather", "action_input": {"q": 1}}',
+    '{"tool": "x", "tool_input": {}}', '{"function": {"name": "f", "arguments": "{}"}}',
+    '{"functionCall": {"name": "f", "args": {}}}', '{"na\\u006de": "get_weather", "arguments": {}}',
+    '[{"id": "c1", "type": "function", "function": {"name": "x", "arguments": {}}}]',
+])
+_TEXTS = st.lists(_PIECES | st.text(max_size=4), max_size=40).map("".join)
+_TOOL_SETS = st.sets(st.sampled_from(["x", "f", "get_weather", "search_flights"]))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_TEXTS, _TOOL_SETS)
+def test_triggered_detectors_find_what_every_detector_finds(text, tools):
+    assert find_flattened(text, tools) == every_detector(text, tools)
+    # As the whole text, and after prose on its own line: the JSON detector's three ways in.
+    for variant in (text.strip(), "Sure.\n" + text, text + "\n"):
+        assert find_flattened(variant, tools) == every_detector(variant, tools)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_TEXTS)
+def test_code_regions_without_a_fence_mark_have_no_fences(text):
+    assert _CodeRegions(text).fences == _fences(text)
+
+
+# Calls each reached by one way in only: no call key in the text (the key is a JSON escape), so only
+# the whole text being one value or one fenced block lets the JSON detector in.
+_ESCAPED = '{"na\\u006de": "get_weather", "arguments": {"city": "Oslo"}}'
+ONE_WAY_IN = [_ESCAPED, f"  {_ESCAPED}\n", f"```json\n{_ESCAPED}\n```", f"~~~\n{_ESCAPED}\n~~~\n",
+              f"[{_ESCAPED}]", f"<|tool_call|>{_ESCAPED}", f"<start_function_call>{_ESCAPED}"]
+
+
+def test_positives_and_their_spans_are_kept():
+    for family, text, _, _ in POSITIVES:
+        got = find_flattened(text, TOOLS)
+        assert got == every_detector(text, TOOLS) and any(f.family == family for f in got)
+    for text in ONE_WAY_IN:
+        assert find_flattened(text, TOOLS) == every_detector(text, TOOLS) != []
+
+
+@pytest.mark.slow
+def test_corpus_texts_find_the_same_with_and_without_triggers(corpus):
+    texts = 0
+    for _, tools, text in corpus_texts():
+        for names in (tools, set(), TOOLS):
+            assert find_flattened(text, names) == every_detector(text, names)
+        assert _CodeRegions(text).fences == _fences(text)
+        texts += 1
+    assert texts > 1000
