@@ -49,10 +49,11 @@ _TRIGGERS = ("<tool_call>", "<function=", "<|", "to=functions.", "Action", "{", 
 
 
 def _may_hold_call(text: str) -> bool:
-    # _TRIGGERS written out: most assistant texts hold none, and this runs on every one of them.
-    return ("{" in text or "[" in text or "<|" in text or "Action" in text or "<tool_call>" in text
-            or "<function=" in text or "to=functions." in text or "<invoke" in text or "<｜" in text
-            or "<start_function_call>" in text or "default_api." in text)
+    # _TRIGGERS written out: most assistant texts hold none, and this runs on every one of them. The
+    # triggers that open with "<" are looked for only in texts that hold a "<".
+    return ("{" in text or "[" in text or "Action" in text or "to=functions." in text or "default_api." in text
+            or ("<" in text and ("<|" in text or "<tool_call>" in text or "<function=" in text or "<invoke" in text
+                                 or "<｜" in text or "<start_function_call>" in text)))
 
 
 def find_flattened(text: str, tools: Collection[str] = ()) -> list[Finding]:

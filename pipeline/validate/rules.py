@@ -32,28 +32,38 @@ class Context:
         self.calls: dict[str, tuple[Where, ToolCall]] = {}  # canonical id -> first call with it
         self.call_list: list[tuple[Where, ToolCall]] = []
         self.results: list[tuple[Where, ToolResult]] = []
-        for mi, message in enumerate(conv.messages):
-            for bi, block in enumerate(message.blocks):
-                if isinstance(block, ToolCall):
-                    self.call_list.append(((mi, bi), block))
-                    self.calls.setdefault(block.id, ((mi, bi), block))
-                elif isinstance(block, ToolResult):
-                    self.results.append(((mi, bi), block))
+        # Found in the same pass, for the rules that read only these: each assistant message's index,
+        # the text of its text blocks, and every reasoning block, in conversation order.
+        self.assistant: list[int] = []
+        self.assistant_texts: list[tuple[int, int, str]] = []
+        self.reasoning: list[tuple[int, int, Reasoning]] = []
+        messages = conv.messages
+        n = len(messages)
         # A turn is a run of consecutive messages with one role. turn_end[mi]: the first message after
         # mi's turn; next_assistant[mi]: the first assistant message after mi itself (n when none). For
         # pairing, consecutive assistant messages are separate turns: the providers refuse a call whose
         # result comes after another assistant message.
-        messages = conv.messages
-        n = len(messages)
-        self.turn_end = [n] * n
-        first_assistant_from = [n] * (n + 1)
-        for mi in range(n - 1, -1, -1):
-            first_assistant_from[mi] = mi if messages[mi].role == "assistant" else first_assistant_from[mi + 1]
-            if mi + 1 < n and messages[mi + 1].role == messages[mi].role:
-                self.turn_end[mi] = self.turn_end[mi + 1]
-            else:
-                self.turn_end[mi] = mi + 1
-        self.next_assistant = [first_assistant_from[mi + 1] for mi in range(n)]
+        self.turn_end = turn_end = [n] * n
+        self.next_assistant = next_assistant = [n] * n
+        roles = [message.role for message in messages]
+        for mi in range(n - 2, -1, -1):
+            turn_end[mi] = turn_end[mi + 1] if roles[mi + 1] == roles[mi] else mi + 1
+            next_assistant[mi] = mi + 1 if roles[mi + 1] == "assistant" else next_assistant[mi + 1]
+        for mi, message in enumerate(messages):
+            assistant = roles[mi] == "assistant"
+            if assistant:
+                self.assistant.append(mi)
+            for bi, block in enumerate(message.blocks):
+                if isinstance(block, Text):
+                    if assistant:
+                        self.assistant_texts.append((mi, bi, block.text))
+                elif isinstance(block, ToolCall):
+                    self.call_list.append(((mi, bi), block))
+                    self.calls.setdefault(block.id, ((mi, bi), block))
+                elif isinstance(block, ToolResult):
+                    self.results.append(((mi, bi), block))
+                elif isinstance(block, Reasoning):
+                    self.reasoning.append((mi, bi, block))
 
     def provider_path(self, where: Where) -> str | None:
         return provider_path(self.conv, where)
