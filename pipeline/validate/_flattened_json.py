@@ -92,7 +92,7 @@ def _may_hold_json_call(text: str, tools: Collection[str], code: _CodeRegions) -
     """False when `_json_objects` can find nothing: a call needs the whole text to be a JSON value, or
     to be one fenced block, or (with a tool list) a call key somewhere, which every object it decodes
     after prose must have near its start."""
-    if tools and _CALL_KEY.search(text) is not None:
+    if tools and '"' in text and _CALL_KEY.search(text) is not None:
         return True
     return len(code.fences) == 1 or text.strip()[:1] in ("{", "[")
 

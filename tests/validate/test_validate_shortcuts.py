@@ -4,14 +4,17 @@ the fence pre-check, on the corpus and on drawn texts built from the syntaxes' o
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.validate._flattened_base import Finding, _CodeRegions, _fences
 from pipeline.validate._flattened_json import _json_objects
-from pipeline.validate._flattened_tags import (_chatml, _function_tags, _harmony, _markers, _python_tag, _react,
-                                               _special_tokens, _tool_code, _xml_invoke)
+from pipeline.validate._flattened_tags import (_MARKER_LEAD, _chatml, _function_tags, _harmony, _markers, _python_tag,
+                                               _react, _special_tokens, _tool_code, _xml_invoke)
 from pipeline.validate.flattened import find_flattened
 
 from test_flattened import POSITIVES, TOOLS, corpus_texts
@@ -39,7 +42,8 @@ def every_detector(text: str, tools) -> list[Finding]:
 _PIECES = st.sampled_from([
     "<tool_call>", "</tool_call>", "{", "}", "[", "]", '"name": ', '"name"', '"function":', '"action": ', '"tool":',
     '"tool_input": ', '"action_input": ', '"arguments": ', '"parameters": ', '"get_weather"', '"x"', '{"city": "Oslo"}',
-    "```", "```json\n", "~~~", "~~", "``", "`", "\n", "\n\n", "Action: ", "Action Input: ", "Action:", "Thought: ",
+    "```", "```json\n", "~~~", "~~", "``", "`", "\n", "\n\n", "Action: ", "Action Input: ", "Action:",
+    "Thought: ",
     "to=functions.x", "to=functions.get_weather", "<|message|>", "<|call|>", "<|start|>", "<|constrain|>json",
     "<|python_tag|>", "<function=f>", "<function=get_weather>", "</function>", '<invoke name="x">', "</invoke>",
     "<parameter", "<function_calls>", "[TOOL_CALLS]", "<|tool_call|>", "<|tool_calls_section_begin|>",
@@ -52,6 +56,9 @@ _PIECES = st.sampled_from([
     '{"tool": "x", "tool_input": {}}', '{"function": {"name": "f", "arguments": "{}"}}',
     '{"functionCall": {"name": "f", "args": {}}}', '{"na\\u006de": "get_weather", "arguments": {}}',
     '[{"id": "c1", "type": "function", "function": {"name": "x", "arguments": {}}}]',
+    # Markers in any case, after blanks, and with the Turkish i's that re.I takes for "i".
+    "[Tool: x]", "[FUNCTION: f(1)]", "[ \tinvoked tool: x]", "[\u0131nvoked get_weather with (1)]", "[ran tool: x()]",
+    "[Using function -> f{}]", "[Executed TOOL_call: x]", "[\u0130NVOKED get_weather with {1}]", "[funct\u0131on: x]",
 ])
 _TEXTS = st.lists(_PIECES | st.text(max_size=4), max_size=40).map("".join)
 _TOOL_SETS = st.sets(st.sampled_from(["x", "f", "get_weather", "search_flights"]))
@@ -70,6 +77,15 @@ def test_triggered_detectors_find_what_every_detector_finds(text, tools):
 @given(_TEXTS)
 def test_code_regions_without_a_fence_mark_have_no_fences(text):
     assert _CodeRegions(text).fences == _fences(text)
+
+
+def test_marker_lead_takes_every_character_the_markers_first_letters_match():
+    """The markers match case-insensitively (re.I, full Unicode): every character that matches the first
+    letter of a verb, "tool" or "function" must pass the pre-check's character class."""
+    first_letters = re.compile("[ciuretf]", re.I)
+    missed = [hex(cp) for cp in range(sys.maxunicode + 1)
+              if first_letters.fullmatch(chr(cp)) and not _MARKER_LEAD.match("[ \t" + chr(cp))]
+    assert missed == []
 
 
 # Calls each reached by one way in only: no call key in the text (the key is a JSON escape), so only
