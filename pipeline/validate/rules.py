@@ -32,10 +32,9 @@ class Context:
         self.calls: dict[str, tuple[Where, ToolCall]] = {}  # canonical id -> first call with it
         self.call_list: list[tuple[Where, ToolCall]] = []
         self.results: list[tuple[Where, ToolResult]] = []
-        # Found in the same pass, for the rules that read only these: each assistant message's index,
-        # the text of its text blocks, and every reasoning block, in conversation order.
+        # Found in the same pass, for the rules that read only these: the index of each assistant
+        # message and every reasoning block, in conversation order.
         self.assistant: list[int] = []
-        self.assistant_texts: list[tuple[int, int, str]] = []
         self.reasoning: list[tuple[int, int, Reasoning]] = []
         messages = conv.messages
         n = len(messages)
@@ -50,14 +49,10 @@ class Context:
             turn_end[mi] = turn_end[mi + 1] if roles[mi + 1] == roles[mi] else mi + 1
             next_assistant[mi] = mi + 1 if roles[mi + 1] == "assistant" else next_assistant[mi + 1]
         for mi, message in enumerate(messages):
-            assistant = roles[mi] == "assistant"
-            if assistant:
+            if roles[mi] == "assistant":
                 self.assistant.append(mi)
             for bi, block in enumerate(message.blocks):
-                if isinstance(block, Text):
-                    if assistant:
-                        self.assistant_texts.append((mi, bi, block.text))
-                elif isinstance(block, ToolCall):
+                if isinstance(block, ToolCall):
                     self.call_list.append(((mi, bi), block))
                     self.calls.setdefault(block.id, ((mi, bi), block))
                 elif isinstance(block, ToolResult):

@@ -372,13 +372,16 @@ def _genuine_signature(signature: str) -> bool:
 
 def _flattened(ctx: Context) -> Iterator[Found]:
     names = set(ctx.tools)
-    for mi, bi, text in ctx.assistant_texts:  # only assistant text is trained as model output
-        for f in find_flattened(text, names):
-            what = f"call to '{f.name}'" if f.name else "call"
-            yield ("flattened_tool_call", (mi, bi), block_path(mi, bi),
-                   f"text holds a {what} as {FAMILIES[f.family]} at chars {f.start}-{f.end}: "
-                   "make it a tool call block, or drop the record",
-                   {"span": (f.start, f.end), "family": f.family})
+    for mi in ctx.assistant:  # only assistant text is trained as model output
+        for bi, block in enumerate(ctx.conv.messages[mi].blocks):
+            if not isinstance(block, Text):
+                continue
+            for f in find_flattened(block.text, names):
+                what = f"call to '{f.name}'" if f.name else "call"
+                yield ("flattened_tool_call", (mi, bi), block_path(mi, bi),
+                       f"text holds a {what} as {FAMILIES[f.family]} at chars {f.start}-{f.end}: "
+                       "make it a tool call block, or drop the record",
+                       {"span": (f.start, f.end), "family": f.family})
 
 
 # --- small helpers --------------------------------------------------------------------------------

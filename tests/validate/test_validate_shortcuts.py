@@ -1,6 +1,7 @@
 """The validation stage's shortcuts agree with the work they skip: the flattened-call detector run with
 its per-family triggers against every detector run on every text, code regions found with and without
-the fence pre-check, on the corpus and on drawn texts built from the syntaxes' own pieces."""
+the fence pre-check, on the corpus and on drawn texts built from the syntaxes' own pieces; and the
+per-conversation index found in one pass against each index found on its own."""
 
 from __future__ import annotations
 
@@ -8,16 +9,20 @@ import re
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from pipeline.conversation import Conversation, Reasoning, ToolCall, ToolResult
 
 from pipeline.validate._flattened_base import Finding, _CodeRegions, _fences
 from pipeline.validate._flattened_json import _json_objects
 from pipeline.validate._flattened_tags import (_MARKER_LEAD, _chatml, _function_tags, _harmony, _markers, _python_tag,
                                                _react, _special_tokens, _tool_code, _xml_invoke)
 from pipeline.validate.flattened import find_flattened
+from pipeline.validate.rules import Context
 
 from test_flattened import POSITIVES, TOOLS, corpus_texts
+from test_validator import damaged
 
 
 def every_detector(text: str, tools) -> list[Finding]:
@@ -112,3 +117,48 @@ def test_corpus_texts_find_the_same_with_and_without_triggers(corpus):
         assert _CodeRegions(text).fences == _fences(text)
         texts += 1
     assert texts > 1000
+
+
+# --- the per-conversation index ---------------------------------------------------------------------------
+
+def _naive_index(conv: Conversation) -> dict:
+    """What `Context` finds in its one pass, each found on its own by its definition."""
+    messages = conv.messages
+    n = len(messages)
+    turn_end = []
+    for mi in range(n):
+        end = mi + 1
+        while end < n and messages[end].role == messages[mi].role:
+            end += 1
+        turn_end.append(end)
+    return {
+        "assistant": [mi for mi, m in enumerate(messages) if m.role == "assistant"],
+        "reasoning": [(mi, bi, b) for mi, m in enumerate(messages) for bi, b in enumerate(m.blocks)
+                      if isinstance(b, Reasoning)],
+        "call_list": [((mi, bi), b) for mi, m in enumerate(messages) for bi, b in enumerate(m.blocks)
+                      if isinstance(b, ToolCall)],
+        "results": [((mi, bi), b) for mi, m in enumerate(messages) for bi, b in enumerate(m.blocks)
+                    if isinstance(b, ToolResult)],
+        "turn_end": turn_end,
+        "next_assistant": [next((k for k in range(mi + 1, n) if messages[k].role == "assistant"), n) for mi in range(n)],
+    }
+
+
+def _index(ctx: Context) -> dict:
+    return {key: getattr(ctx, key) for key in ("assistant", "reasoning", "call_list", "results", "turn_end",
+                                               "next_assistant")}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged())
+def test_context_index_is_each_index_by_its_definition(conv):
+    assert _index(Context(conv)) == _naive_index(conv)
+
+
+@pytest.mark.slow
+def test_context_index_on_the_corpus(corpus):
+    from pipeline.ingest import expand_paths, iter_parsed
+    convs = [item.conversation for item in iter_parsed(expand_paths([str(corpus)])) if item.conversation is not None]
+    assert len(convs) > 500
+    for conv in convs:
+        assert _index(Context(conv)) == _naive_index(conv)
