@@ -12,7 +12,7 @@ import orjson
 from msgspec import UNSET
 
 from .. import jsonpolicy
-from ..conversation import Conversation, Media, Reasoning, Text, ToolCall, ToolResult
+from ..conversation import Conversation, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 
 Where = tuple[int, int]  # (message index, block index); (-1, i) for the conversation or tool i
 Found = tuple[str, Where, str, str, dict]  # code, where, path, message, extra Issue fields
@@ -20,6 +20,21 @@ Found = tuple[str, Where, str, str, dict]  # code, where, path, message, extra I
 
 def block_path(mi: int, bi: int) -> str:
     return f"$.messages[{mi}].blocks[{bi}]"
+
+
+# isinstance against a block class is slow when it does not match (their metaclass sends Python through
+# __instancecheck__): a block's class is read from its exact type, with isinstance only for a subclass.
+# The block classes are unrelated, so a block is an instance of one of them at most.
+_BLOCK_TYPES = (Text, Media, ToolCall, ToolResult, Reasoning, Opaque)
+_EXACT_BLOCK_TYPES = frozenset(_BLOCK_TYPES)
+
+
+def block_kind(block: Any) -> type:
+    """The block class `block` is an instance of (its own type when none)."""
+    kind = type(block)
+    if kind in _EXACT_BLOCK_TYPES:
+        return kind
+    return next((t for t in _BLOCK_TYPES if isinstance(block, t)), kind)
 
 
 class Context:
@@ -52,12 +67,15 @@ class Context:
             if roles[mi] == "assistant":
                 self.assistant.append(mi)
             for bi, block in enumerate(message.blocks):
-                if isinstance(block, ToolCall):
+                kind = type(block)
+                if kind not in _EXACT_BLOCK_TYPES:
+                    kind = block_kind(block)
+                if kind is ToolCall:
                     self.call_list.append(((mi, bi), block))
                     self.calls.setdefault(block.id, ((mi, bi), block))
-                elif isinstance(block, ToolResult):
+                elif kind is ToolResult:
                     self.results.append(((mi, bi), block))
-                elif isinstance(block, Reasoning):
+                elif kind is Reasoning:
                     self.reasoning.append((mi, bi, block))
 
     def provider_path(self, where: Where) -> str | None:
@@ -394,7 +412,7 @@ def _openai_chat_tool_order(ctx: Context) -> Iterator[Found]:
         back = before[mi]
         if back >= 0 and messages[back].role == "assistant":
             if back not in call_ids:
-                call_ids[back] = {b.id for b in messages[back].blocks if isinstance(b, ToolCall)}
+                call_ids[back] = {b.id for b in messages[back].blocks if block_kind(b) is ToolCall}
             if result.call_id in call_ids[back]:
                 continue
         call_at = ctx.calls[result.call_id][0]

@@ -37,7 +37,7 @@ from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text
 from ..errors import ConfigError, SftprepError
 from ..suggest import did_you_mean
 from .flattened import FAMILIES, find_flattened
-from .rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
+from .rules import Context, Found, Where, block_kind, block_path, check_schema_rules, provider_rules
 
 Severity = Literal["error", "warning", "off"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "off")
@@ -330,17 +330,17 @@ def _turns(ctx: Context) -> Iterator[Found]:
 
 def _is_empty(message: Message) -> bool:
     for block in message.blocks:
-        match block:
-            case Text(text=text):
-                if text.strip():
-                    return False
-            case Media() | ToolCall() | ToolResult() | Opaque():
+        kind = block_kind(block)  # not a class pattern: each one that fails to match is a slow isinstance
+        if kind is Text:
+            if block.text.strip():
                 return False
-            case Reasoning():
-                if block.text or block.summary or block.redacted or block.encrypted or block.signature:
-                    return False
-            case _:
-                assert_never(block)
+        elif kind is Media or kind is ToolCall or kind is ToolResult or kind is Opaque:
+            return False
+        elif kind is Reasoning:
+            if block.text or block.summary or block.redacted or block.encrypted or block.signature:
+                return False
+        else:
+            assert_never(block)
     return True
 
 
@@ -374,7 +374,7 @@ def _flattened(ctx: Context) -> Iterator[Found]:
     names = set(ctx.tools)
     for mi in ctx.assistant:  # only assistant text is trained as model output
         for bi, block in enumerate(ctx.conv.messages[mi].blocks):
-            if not isinstance(block, Text):
+            if block_kind(block) is not Text:
                 continue
             for f in find_flattened(block.text, names):
                 what = f"call to '{f.name}'" if f.name else "call"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sys
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,8 @@ from pipeline.validate._flattened_json import _json_objects
 from pipeline.validate._flattened_tags import (_MARKER_LEAD, _chatml, _function_tags, _harmony, _markers, _python_tag,
                                                _react, _special_tokens, _tool_code, _xml_invoke)
 from pipeline.validate.flattened import find_flattened
-from pipeline.validate.rules import Context
+from pipeline.validate import validate
+from pipeline.validate.rules import _BLOCK_TYPES, Context, block_kind
 
 from test_flattened import POSITIVES, TOOLS, corpus_texts
 from test_validator import damaged
@@ -162,3 +164,26 @@ def test_context_index_on_the_corpus(corpus):
     assert len(convs) > 500
     for conv in convs:
         assert _index(Context(conv)) == _naive_index(conv)
+
+
+# Subclasses of the block classes: a block's class is read from its exact type, with isinstance as the
+# fallback, so a subclass must be taken for its base everywhere.
+_SUBCLASSES = {base: type(f"Sub{base.__name__}", (base,), {}) for base in _BLOCK_TYPES}
+
+
+def _as_subclasses(conv: Conversation) -> Conversation:
+    def sub(block):
+        return _SUBCLASSES[type(block)](**msgspec.structs.asdict(block))
+    return msgspec.structs.replace(conv, messages=tuple(msgspec.structs.replace(m, blocks=tuple(map(sub, m.blocks)))
+                                                        for m in conv.messages))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged())
+def test_blocks_of_subclasses_are_indexed_and_validated_as_their_bases(conv):
+    subbed = _as_subclasses(conv)
+    assert all(type(b) in _SUBCLASSES.values() for m in subbed.messages for b in m.blocks)
+    assert _index(Context(subbed)) == _naive_index(subbed)
+    assert validate(subbed) == validate(conv)
+    assert [block_kind(b) for m in subbed.messages for b in m.blocks] == [type(b) for m in conv.messages
+                                                                         for b in m.blocks]
