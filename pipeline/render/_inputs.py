@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, NamedTuple, assert_never
 
 from ..conversation import ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ledger import Ledger
-from ._tool_inputs import _arguments, _cached_definition, _has_text, _join, result_text, tool_definition
+from ._tool_inputs import _arguments, _cached_definition, _cached_tools, _has_text, _join, result_text, tool_definition
 from .marks import BlockRef, Marks
 
 
@@ -46,6 +47,8 @@ class InputPolicy:
 
 # --- the conversion ---------------------------------------------------------------------------------
 
+_MESSAGE_AT = len("$.messages[")
+
 def block_path(mi: int, bi: int) -> str:
     return f"$.messages[{mi}].blocks[{bi}]"
 
@@ -61,6 +64,12 @@ class _Item(NamedTuple):
     path: str
 
 
+# What the NamedTuples' generated __new__ does (tuple.__new__ of the field values), without its Python
+# frame: a ref per marked piece and an item per message, on every conversation.
+_ref = partial(tuple.__new__, BlockRef)
+_item = partial(tuple.__new__, _Item)
+
+
 class _Builder:
     def __init__(self, conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> None:
         self.conv, self.marks, self.ledger, self.policy = conv, marks, ledger, policy
@@ -72,7 +81,7 @@ class _Builder:
         for mi, message in enumerate(self.conv.messages):
             self._message(mi, message)
         items = self._order_results()
-        origins = tuple(int(item.path[len("$.messages["):-1]) if item.message["role"] == "assistant" else None
+        origins = tuple(int(item.path[_MESSAGE_AT:-1]) if item.message["role"] == "assistant" else None
                         for item in items)
         return TemplateInputs([item.message for item in items], self._tools(), origins)
 
@@ -131,29 +140,20 @@ class _Builder:
             role = "user"  # stray text in a tool message is shown to the model as user text
         kind = "system" if role == "system" else "developer" if role == "developer" else "text"
         texts: list[str] = []
-        count = 0
-
-        def flush() -> None:
-            nonlocal texts, count
-            if count:
-                if count > 1:
-                    self.ledger.add("folded", f"$.messages[{mi}]", f"{count} text blocks joined into one turn")
-                self.items.append(_Item({"role": role, "content": _join(self.policy.text_joiner, texts)}, None,
-                                        f"$.messages[{mi}]"))
-            texts, count = [], 0
-
+        prefix = f"$.messages[{mi}]"
         for bi, block in enumerate(message.blocks):
-            path = block_path(mi, bi)
+            path = f"{prefix}.blocks[{bi}]"  # block_path(mi, bi)
             match block:
                 case Text() | Media():
                     text = self._content_text(block, path)
                     if text is not None:
                         if message.role == "tool":
                             self.ledger.add("moved", path, "text outside a tool result rendered as a user turn")
-                        texts.append(self.marks.text(text, BlockRef(kind, mi, bi, path)))
-                        count += 1
+                        texts.append(self.marks.text(text, _ref((kind, mi, bi, path))))
                 case ToolResult():
-                    flush()
+                    if texts:
+                        self._turn(role, texts, prefix)
+                        texts = []
                     self._result(mi, bi, block)
                 case ToolCall():
                     raise RenderError(f"a tool call in a {message.role} message", path=path, code="render_misplaced")
@@ -164,15 +164,23 @@ class _Builder:
                     self._opaque(block, path)
                 case _:
                     assert_never(block)
-        flush()
+        if texts:
+            self._turn(role, texts, prefix)
+
+    def _turn(self, role: str, texts: list[str], path: str) -> None:
+        """One turn of the texts a user, system or developer message gave before a result (or at its end)."""
+        if len(texts) > 1:
+            self.ledger.add("folded", path, f"{len(texts)} text blocks joined into one turn")
+        self.items.append(_item(({"role": role, "content": _join(self.policy.text_joiner, texts)}, None, path)))
 
     def _assistant(self, mi: int, message: Message) -> None:
         texts: list[str] = []
         calls: list[dict[str, Any]] = []
         reasoning: list[str] = []
         carried = 0
+        prefix = f"$.messages[{mi}]"
         for bi, block in enumerate(message.blocks):
-            path = block_path(mi, bi)
+            path = f"{prefix}.blocks[{bi}]"  # block_path(mi, bi)
             match block:
                 case Text() | Media():
                     text = self._content_text(block, path)
@@ -180,7 +188,7 @@ class _Builder:
                         continue
                     if calls and text:
                         self.ledger.add("reordered", path, f"{self.policy.target} renders a turn's text before its calls")
-                    texts.append(self.marks.text(text, BlockRef("text", mi, bi, path)))
+                    texts.append(self.marks.text(text, _ref(("text", mi, bi, path))))
                     carried += 1
                 case ToolCall():
                     call = self._call(mi, bi, block)
@@ -194,7 +202,7 @@ class _Builder:
                         self.ledger.add("dropped", path, why)
                     else:
                         self._reasoning_state(block, path)
-                        reasoning.append(self.marks.text(block.text, BlockRef("reasoning", mi, bi, path)))
+                        reasoning.append(self.marks.text(block.text, _ref(("reasoning", mi, bi, path))))
                         carried += 1
                 case ToolResult():
                     raise RenderError("a tool result in an assistant message", path=path, code="render_misplaced")
@@ -203,14 +211,14 @@ class _Builder:
                 case _:
                     assert_never(block)
         if message.blocks and not carried:
-            self.ledger.add("dropped", f"$.messages[{mi}]", f"assistant turn has nothing {self.policy.target} can carry")
+            self.ledger.add("dropped", prefix, f"assistant turn has nothing {self.policy.target} can carry")
             return
         if len(texts) > 1:
-            self.ledger.add("folded", f"$.messages[{mi}]", f"{len(texts)} text blocks joined into one turn")
+            self.ledger.add("folded", prefix, f"{len(texts)} text blocks joined into one turn")
         content = _join(self.policy.text_joiner, texts)
         if not calls and not content:
             # An empty turn still needs a sentinel so its generation region can be attributed.
-            content = self.marks.text("", BlockRef("text", mi, None, f"$.messages[{mi}]"), anchor=True)
+            content = self.marks.text("", _ref(("text", mi, None, prefix)), anchor=True)
         out: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             out["tool_calls"] = calls
@@ -218,7 +226,7 @@ class _Builder:
             joined = _join(self.policy.text_joiner, reasoning)
             out["reasoning_content"] = joined
             out["thinking"] = joined
-        self.items.append(_Item(out, None, f"$.messages[{mi}]"))
+        self.items.append(_item((out, None, prefix)))
 
     def _reasoning_dropped(self, mi: int, block: Reasoning) -> str | None:
         """Why the template gets no reasoning block of message `mi` (None: it gets it)."""
@@ -246,7 +254,7 @@ class _Builder:
                               path=path, code="render_tool_name")
         if call.signature is not None:
             self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
-        ref = BlockRef("tool_call", mi, bi, path)
+        ref = _ref(("tool_call", mi, bi, path))
         name = self.marks.text(call.name, ref, repeatable=True) if self.policy.mark_names else call.name
         function = {"name": name, "arguments": self.marks.json(arguments, ref)}
         return {"id": call.provider_id or call.id, "type": "function", "function": function}
@@ -261,7 +269,7 @@ class _Builder:
             self.ledger.add("dropped", path + ".is_error", f"{self.policy.target} tool results have no error flag")
         if result.signature is not None:
             self.ledger.add("dropped", path + ".signature", f"{self.policy.target} has no place for a signature")
-        ref = BlockRef("tool_result", mi, bi, path)
+        ref = _ref(("tool_result", mi, bi, path))
         if self.policy.structured_results and isinstance(result.output, dict) and not _has_text(result):
             message = {"role": "tool", "content": self.marks.json(result.output, ref)}
         else:
@@ -270,7 +278,7 @@ class _Builder:
             message["tool_call_id"] = result.provider_id or result.call_id
         if result.name is not None:
             message["name"] = result.name
-        self.items.append(_Item(message, result.call_id, path))
+        self.items.append(_item((message, result.call_id, path)))
 
     def _opaque(self, block: Opaque, path: str) -> None:
         self.ledger.add("dropped", path, f"{block.provider} item '{block.item_type}' has no place in {self.policy.target}")
@@ -288,9 +296,13 @@ class _Builder:
                 out.append(items[i])
                 i += 1
                 continue
-            j = i
+            j = i + 1
             while j < len(items) and items[j].message["role"] == "tool":
                 j += 1
+            if j == i + 1:  # a lone result: already in the order of the calls it answers
+                out.append(items[i])
+                i = j
+                continue
             run = items[i:j]
             key = [(self.call_order.get(item.answers, len(run) + k) if item.answers else len(run) + k, k)
                    for k, item in enumerate(run)]
@@ -305,6 +317,12 @@ class _Builder:
     # tools -----------------------------------------------------------------------------------------
 
     def _tools(self) -> list[dict[str, Any]] | None:
+        if self.marks.enabled and self.conv.tools:
+            # A list of function tools only, with no sentinel in any: what the loop below gives, from the
+            # definitions cached for the whole list (tool lists repeat whole across a dataset).
+            cached = _cached_tools(self.conv.tools)
+            if cached is not None:
+                return [self.marks.json(definition, ref) for definition, ref in cached]
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"

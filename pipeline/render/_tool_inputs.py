@@ -12,7 +12,7 @@ from msgspec import UNSET
 from ..conversation import Media, Text, Tool, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ledger import Ledger
-from .marks import _dumps, _has_marks
+from .marks import BlockRef, _dumps, _has_marks
 
 
 class _Definition(dict):
@@ -41,6 +41,33 @@ def _cached_definition(tool: Tool) -> dict[str, Any]:
         if len(_DEFINITIONS) >= _DEFINITIONS_MAX:
             _DEFINITIONS.clear()
         _DEFINITIONS[key] = hit
+    return hit
+
+
+# Whole tool lists, the same way: per list of function tools whose definitions hold no sentinel, each
+# tool's cached definition with its ref (what `_Builder._tools` gives it at that position).
+_TOOL_LISTS: dict[bytes, tuple[tuple[_Definition, BlockRef], ...]] = {}
+_TOOL_LISTS_MAX = 512
+
+
+def _cached_tools(tools: tuple[Tool, ...]) -> tuple[tuple[_Definition, BlockRef], ...] | None:
+    """None when a tool is not a function tool, its definition is not cacheable or holds sentinels:
+    then each tool takes the general path (its ledger entry, its error)."""
+    try:
+        key = msgspec.msgpack.encode(tools)  # exact, as for one tool
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return None
+    hit = _TOOL_LISTS.get(key)
+    if hit is None:
+        if any(tool.kind != "function" for tool in tools):
+            return None
+        definitions = [_cached_definition(tool) for tool in tools]
+        if any(getattr(d, "sftprep_json", None) is None for d in definitions):
+            return None
+        hit = tuple((d, BlockRef("tools", None, ti, f"$.tools[{ti}]")) for ti, d in enumerate(definitions))
+        if len(_TOOL_LISTS) >= _TOOL_LISTS_MAX:
+            _TOOL_LISTS.clear()
+        _TOOL_LISTS[key] = hit
     return hit
 
 
@@ -78,6 +105,9 @@ def _arguments(call: ToolCall, path: str) -> dict[str, Any]:
 def result_text(result: ToolResult, ledger: Ledger | None, path: str, target: str, joiner: str = "\n") -> str:
     """A result as the one string text templates render: its text parts joined; a structured output
     (when there is no text) as compact JSON. Media parts are ledgered as dropped."""
+    content = result.content
+    if len(content) == 1 and result.output is UNSET and type(content[0]) is Text and type(content[0].text) is str:
+        return content[0].text  # most results: what the loop and the join below give for one text
     texts: list[str] = []
     for ci, part in enumerate(result.content):
         match part:
@@ -109,6 +139,8 @@ def _has_text(result: ToolResult) -> bool:
 
 def _join(joiner: str, texts: list[str]) -> str:
     """Texts of one message joined; empty ones carry nothing and would only add stray separators."""
+    if len(texts) == 1 and type(texts[0]) is str:  # most turns: the join's own result, without the join
+        return texts[0]
     return joiner.join(t for t in texts if t)
 
 

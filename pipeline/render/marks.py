@@ -97,9 +97,15 @@ class Marks:
         if not value.isascii() and MARK_RE.search(value) is not None:  # _has_marks, inline: once per block
             raise RenderError("text holds supplementary private-use characters (U+F0000..U+10FFFD), which the "
                               "renderer uses as span markers", path=ref.path, code="render_private_use")
+        refs = self.refs
+        i = len(refs)
         if repeatable:
-            self.repeatable.add(len(self.refs))
-        start, end = self._pair(ref)
+            self.repeatable.add(i)
+        if i < _PLANE_PAIRS:  # self._pair(ref), inline: once per marked piece
+            refs.append(ref)
+            start, end = chr(0xF0002 + 2 * i), chr(0xF0003 + 2 * i)
+        else:
+            start, end = self._pair(ref)
         if self.edges_outside:
             core = value.strip()
             if core != value:
@@ -111,7 +117,12 @@ class Marks:
         if not self.enabled:
             return value
         marked = _MarkedDict(value)
-        marked.sftprep_marks = self._pair(ref)
+        i = len(self.refs)
+        if i < _PLANE_PAIRS:  # self._pair(ref), inline, as in `text`
+            self.refs.append(ref)
+            marked.sftprep_marks = chr(0xF0002 + 2 * i), chr(0xF0003 + 2 * i)
+        else:
+            marked.sftprep_marks = self._pair(ref)
         text = getattr(value, "sftprep_json", None)  # a tool definition from the cache: dumped and checked
         if text is None:
             text = _dumps(value)
@@ -158,19 +169,20 @@ def _sentinels(raw: str) -> tuple[str, zip]:
     codes = np.frombuffer(raw.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     # Sentinels: U+F0000..U+FFFFD and U+100000..U+10FFFD (as MARK_RE), indexed plane 15 first. Found
     # among the code points >= U+F0000 (few), not by a second pass over all of them.
-    keep = codes < 0xF0000
-    at = np.flatnonzero(~keep)
+    at = np.flatnonzero(codes >= 0xF0000)
     if len(at):
         chars = codes[at]
         sentinel = (chars & 0xFFFF) <= 0xFFFD
         if not sentinel.all():  # U+FFFFE/F, U+10FFFE/F: noncharacters, kept as text
-            keep[at[~sentinel]] = True
             at, chars = at[sentinel], chars[sentinel]
     if not len(at):
         return raw, zip((), ())
     chars = chars.astype(np.int64)
     index = np.where(chars < 0x100000, chars - 0xF0000, chars - 0x100000 + _PLANE)
-    text = codes[keep].tobytes().decode("utf-32-le", "surrogatepass")
+    # The text between the sentinels, sliced from the str itself: fewer instructions than compressing
+    # the code points and decoding them (callgrind: 84 against 98 million on 100 rendered agent logs).
+    cuts = at.tolist()
+    text = "".join(map(raw.__getitem__, map(slice, [0, *(cut + 1 for cut in cuts)], [*cuts, len(raw)])))
     return text, zip(index.tolist(), (at - np.arange(len(at))).tolist())
 
 
@@ -183,30 +195,31 @@ def _strip(raw: str, refs: list[BlockRef], *, lenient: bool = False,
     closed: list[int] = [-1] * len(refs)
     gen_start: int | None = None
     text, sentinels = _sentinels(raw)
+    blocks = found.blocks
+    count = len(refs)
     for index, pos in sentinels:
-        if index == 0:
+        if index > 1:
+            pair = (index - 2) >> 1  # index 2 + 2i opens pair i, 3 + 2i closes it
+            if pair >= count:
+                raise RenderError("the template emits private-use characters U+F0000..U+10FFFD, which the renderer "
+                                  "reserves", code="render_private_use")
+            seen = closed if index & 1 else opened
+            if seen[pair] != -1:
+                if pair in repeatable:
+                    continue
+                raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
+                                  code="render_duplicated")
+            seen[pair] = pos
+        elif index == 0:
             if gen_start is not None:
                 raise RenderError("nested {% generation %} regions", code="render_template_structure")
             gen_start = pos
-        elif index == 1:
+        else:
             if gen_start is None:
                 raise RenderError("{% endgeneration %} without a start", code="render_template_structure")
             found.regions.append((gen_start, pos))
             gen_start = None
-        else:
-            pair, is_close = divmod(index - 2, 2)
-            if pair >= len(refs):
-                raise RenderError("the template emits private-use characters U+F0000..U+10FFFD, which the renderer "
-                                  "reserves", code="render_private_use")
-            seen = closed if is_close else opened
-            if seen[pair] != -1 and pair in repeatable:
-                continue
-            if seen[pair] != -1:
-                raise RenderError(f"the template rendered this {refs[pair].kind} twice", path=refs[pair].path,
-                                  code="render_duplicated")
-            seen[pair] = pos
-    for pair, ref in enumerate(refs):
-        start, end = opened[pair], closed[pair]
+    for start, end, ref in zip(opened, closed, refs):
         if lenient and start == -1 and end == -1:
             found.dropped.append(ref)
             continue
@@ -217,11 +230,12 @@ def _strip(raw: str, refs: list[BlockRef], *, lenient: bool = False,
             found.anchors.append((start, ref))
             continue
         found.pieces.append((start, end, ref))
-        key = (ref.kind, ref.message, ref.block)
-        if key in found.blocks:  # several marked pieces of one block (a call's name and arguments)
-            s0, e0, _ = found.blocks[key]
+        key = ref[:3]  # (kind, message, block)
+        known = blocks.get(key)
+        if known is not None:  # several marked pieces of one block (a call's name and arguments)
+            s0, e0, _ = known
             start, end = min(start, s0), max(end, e0)
-        found.blocks[key] = (start, end, ref)
+        blocks[key] = (start, end, ref)
     return text, found
 
 

@@ -23,6 +23,7 @@ earlier row is then a prefix of a later one that was not folded. Folded records 
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 from collections import OrderedDict
 from typing import Iterator, assert_never
@@ -55,12 +56,20 @@ def _header_hash(conv: Conversation) -> "hashlib._Hash":
     """The running hash after the header. A log's conversations share system prompt and tools: the hash
     is kept by their plain JSON (cheaper than the sorted encoding; equal bytes, equal header), the one
     the conversation column and the digest use too."""
-    raw = header_json(conv).plain
-    running = _HEADERS.get(raw)
+    encoded = header_json(conv)
+    running = _HEADERS.get(encoded.plain)
     if running is None:
-        header = (tuple(_block(b) for b in conv.system), tuple(_block(b) for b in conv.developer),
-                  tuple(replace(t, extras=_NO_SLOTS, form=_NO_SLOTS) for t in conv.tools))
-        running = _HEADERS[raw] = hashlib.blake2b(_ENCODER.encode(header), digest_size=16)
+        system = tuple(_block(b) for b in conv.system)
+        developer = tuple(_block(b) for b in conv.developer)
+        if (all(map(operator.is_, system, conv.system)) and all(map(operator.is_, developer, conv.developer))
+                and not any(t.extras or t.form for t in conv.tools)):
+            # Nothing to leave out: the header is its own projection (empty slots are omitted, as
+            # defaults), whose encoding the digest made already (the same encoder's settings).
+            data = b"[" + b",".join(encoded.sorted) + b"]"
+        else:
+            data = _ENCODER.encode((system, developer, tuple(replace(t, extras=_NO_SLOTS, form=_NO_SLOTS)
+                                                             for t in conv.tools)))
+        running = _HEADERS[encoded.plain] = hashlib.blake2b(data, digest_size=16)
         if len(_HEADERS) > _HEADERS_MAX:
             _HEADERS.pop(next(iter(_HEADERS)), None)
     return running.copy()

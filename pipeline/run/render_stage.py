@@ -10,11 +10,12 @@ from msgspec import structs
 from msgspec.structs import replace
 
 from .. import jsonpolicy
-from ..conversation import Conversation, ToolCall, iter_blocks
+from ..conversation import Conversation, ToolCall
 from ..errors import ConfigError, SftprepError
 from .config import RenderConfig, ShapeConfig
 from .exports import build as build_exports
 from .exports import rendered_chat
+from .exports.chat import chat_json
 from .item import conversation_json, drop
 from .shape_columns import shape_columns
 from .window import closed_points
@@ -147,9 +148,15 @@ class Renderer:
         else:
             ids = np.array(rendered.input_ids, dtype=np.int32)
             mask = np.array(rendered.loss_mask, dtype=np.int8)
-        chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None,
-                             buffers[2] if buffers and len(buffers) > 2 else None)
-        exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
+        marked = buffers[2] if buffers and len(buffers) > 2 else None
+        conversation = conversation_json(conv)
+        # Exports read the chat itself; without them, its two columns come straight from the inputs.
+        columns = None if self.export_formats else chat_json(conv, conversation, self, marked)
+        exports = None
+        if columns is None:
+            chat = rendered_chat(conv, self, rendered, buffers[1] if buffers else None, marked)
+            exports = build_exports(chat, self.export_formats, item.ledger) if self.export_formats else None
+            columns = _json(chat.messages), _json(chat.tools)
         ledger = item.ledger
         row = {
             "id": row_id or item.digest,
@@ -164,11 +171,11 @@ class Renderer:
             "num_tokens": len(ids),
             "num_trained_tokens": int(np.count_nonzero(mask)),
             "num_messages": len(conv.messages),
-            "num_tool_calls": sum(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)),
+            "num_tool_calls": sum([isinstance(b, ToolCall) for message in conv.messages for b in message.blocks]),
             "trimmed": item.trimmed,
-            "messages": _json(chat.messages),
-            "tools": _json(chat.tools),
-            "conversation": conversation_json(conv),
+            "messages": columns[0],
+            "tools": columns[1],
+            "conversation": conversation,
             "issues": _json([_issue(i) for i in item.issues]),
             "ledger": _json([_ledger_row(e) for e in ledger]),
             "export": _json(export) if export is not None else (_json(item.export) if item.export is not None

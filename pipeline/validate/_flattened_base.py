@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from functools import cached_property
 from typing import Collection, NamedTuple
 
 
@@ -25,31 +26,51 @@ _INLINE_CODE = re.compile(r"(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 
 # --- code regions -------------------------------------------------------------------------------
 
+def _fences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each fenced block; one left open runs to the end of the text."""
+    fences: list[tuple[int, int]] = []
+    open_at: int | None = None
+    marker = ""
+    for m in _FENCE.finditer(text):
+        fence = m.group(1)
+        if open_at is None:
+            open_at, marker = m.start(), fence
+        elif fence[0] == marker[0] and len(fence) >= len(marker) and m.group().strip() == fence:
+            fences.append((open_at, m.end()))
+            open_at = None
+    if open_at is not None:
+        fences.append((open_at, len(text)))
+    return fences
+
+
 class _CodeRegions:
-    """Fenced blocks and inline code spans of markdown, as sorted (start, end) ranges."""
+    """Fenced blocks and inline code spans of markdown, as sorted (start, end) ranges. Found when first
+    asked for: most texts reach no detector that asks."""
 
     def __init__(self, text: str):
         self.text = text
-        self.fences: list[tuple[int, int]] = []
-        open_at: int | None = None
-        marker = ""
-        for m in _FENCE.finditer(text):
-            fence = m.group(1)
-            if open_at is None:
-                open_at, marker = m.start(), fence
-            elif fence[0] == marker[0] and len(fence) >= len(marker) and m.group().strip() == fence:
-                self.fences.append((open_at, m.end()))
-                open_at = None
-        if open_at is not None:
-            self.fences.append((open_at, len(text)))
+
+    @cached_property
+    def fences(self) -> list[tuple[int, int]]:
+        text = self.text
+        # A fence line holds ``` or ~~~; without one, the line-anchored scan (it tries every position)
+        # cannot match. A one-character `in` first: a memchr, many times faster.
+        fenced = ("`" in text and "```" in text) or ("~" in text and "~~~" in text)
+        return _fences(text) if fenced else []
+
+    @cached_property
+    def ranges(self) -> list[tuple[int, int]]:
         ranges = list(self.fences)
-        if "`" in text:
-            for m in _INLINE_CODE.finditer(text):
+        if "`" in self.text:
+            for m in _INLINE_CODE.finditer(self.text):
                 if not self._in(self.fences, m.start()):
                     ranges.append((m.start(), m.end()))
         ranges.sort()
-        self.ranges = ranges
-        self.starts = [r[0] for r in ranges]
+        return ranges
+
+    @cached_property
+    def starts(self) -> list[int]:
+        return [r[0] for r in self.ranges]
 
     @staticmethod
     def _in(ranges: list[tuple[int, int]], pos: int) -> bool:

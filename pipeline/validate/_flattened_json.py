@@ -88,6 +88,15 @@ def call_name(obj: Any) -> tuple[str | None, str]:
     return name, "llama_json" if arg_keys[0] == "parameters" else "json"
 
 
+def _may_hold_json_call(text: str, tools: Collection[str], code: _CodeRegions) -> bool:
+    """False when `_json_objects` can find nothing: a call needs the whole text to be a JSON value, or
+    to be one fenced block, or (with a tool list) a call key somewhere, which every object it decodes
+    after prose must have near its start."""
+    if tools and '"' in text and _CALL_KEY.search(text) is not None:
+        return True
+    return len(code.fences) == 1 or text.strip()[:1] in ("{", "[")
+
+
 def _json_objects(text: str, tools: Collection[str], code: _CodeRegions, found: list[Finding]) -> Iterator[Finding]:
     stripped = text.strip()
     # The whole block is one JSON value: a call when its name looks like a function name.

@@ -29,6 +29,9 @@ _MARKER = re.compile(
     r"(\((?:[^()\n]|\([^()\n]*\))*\)|\{[^\n\]]*\})?[ \t]*\]", re.I)
 _MARKER_WITH = re.compile(r"\[(?:Calling|Called|Invoking|Invoked)[ \t]+`?([A-Za-z_][\w.\-]*)`?[ \t]+with[ \t]+"
                           r"[({][^\n]*[)}][ \t]*\]", re.I)
+# Every marker opens with "[", blanks, then a verb or "tool"/"function": the first letter of one, in
+# either case, or one of the two Turkish i's that re.I matches to "i". Without it neither can match.
+_MARKER_LEAD = re.compile(r"\[[ \t]*[CEFIRTUcefirtu\u0130\u0131]")
 _XML_INVOKE = re.compile(r"<invoke\s+name=\"([^\"]{1,128})\"\s*>")
 _SPECIAL = re.compile(r"\[TOOL_CALLS\]|<\|tool_call\|>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
                       r"|<｜tool▁calls▁begin｜>|<｜tool▁call▁begin｜>|<start_function_call>")
@@ -184,6 +187,10 @@ def _fenced_json_at(text: str, pos: int) -> tuple[int, int, Any] | None:
         return None
 
 
+def _may_hold_marker(text: str) -> bool:
+    return "[" in text and _MARKER_LEAD.search(text) is not None
+
+
 def _markers(text: str, tools: Collection[str], code: _CodeRegions) -> Iterator[Finding]:
     if "[" not in text:
         return
@@ -240,6 +247,12 @@ def _tool_code(text: str, tools: Collection[str], code: _CodeRegions) -> Iterato
 def _line_end(text: str, pos: int) -> int:
     end = text.find("\n", pos)
     return len(text) if end < 0 else end
+
+
+def _may_hold_special_token(text: str) -> bool:
+    """False when `_SPECIAL` cannot match: each of its alternatives contains one of these."""
+    return (("<" in text and ("<|tool_call" in text or "<｜tool▁call" in text or "<start_function_call>" in text))
+            or ("_" in text and "[TOOL_CALLS]" in text))
 
 
 def _special_tokens(text: str, tools: Collection[str], code: _CodeRegions,

@@ -12,7 +12,7 @@ import orjson
 from msgspec import UNSET
 
 from .. import jsonpolicy
-from ..conversation import Conversation, Media, Reasoning, Text, ToolCall, ToolResult
+from ..conversation import Conversation, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 
 Where = tuple[int, int]  # (message index, block index); (-1, i) for the conversation or tool i
 Found = tuple[str, Where, str, str, dict]  # code, where, path, message, extra Issue fields
@@ -20,6 +20,21 @@ Found = tuple[str, Where, str, str, dict]  # code, where, path, message, extra I
 
 def block_path(mi: int, bi: int) -> str:
     return f"$.messages[{mi}].blocks[{bi}]"
+
+
+# isinstance against a block class is slow when it does not match (their metaclass sends Python through
+# __instancecheck__): a block's class is read from its exact type, with isinstance only for a subclass.
+# The block classes are unrelated, so a block is an instance of one of them at most.
+_BLOCK_TYPES = (Text, Media, ToolCall, ToolResult, Reasoning, Opaque)
+_EXACT_BLOCK_TYPES = frozenset(_BLOCK_TYPES)
+
+
+def block_kind(block: Any) -> type:
+    """The block class `block` is an instance of (its own type when none)."""
+    kind = type(block)
+    if kind in _EXACT_BLOCK_TYPES:
+        return kind
+    return next((t for t in _BLOCK_TYPES if isinstance(block, t)), kind)
 
 
 class Context:
@@ -32,28 +47,36 @@ class Context:
         self.calls: dict[str, tuple[Where, ToolCall]] = {}  # canonical id -> first call with it
         self.call_list: list[tuple[Where, ToolCall]] = []
         self.results: list[tuple[Where, ToolResult]] = []
-        for mi, message in enumerate(conv.messages):
-            for bi, block in enumerate(message.blocks):
-                if isinstance(block, ToolCall):
-                    self.call_list.append(((mi, bi), block))
-                    self.calls.setdefault(block.id, ((mi, bi), block))
-                elif isinstance(block, ToolResult):
-                    self.results.append(((mi, bi), block))
+        # Found in the same pass, for the rules that read only these: the index of each assistant
+        # message and every reasoning block, in conversation order.
+        self.assistant: list[int] = []
+        self.reasoning: list[tuple[int, int, Reasoning]] = []
+        messages = conv.messages
+        n = len(messages)
         # A turn is a run of consecutive messages with one role. turn_end[mi]: the first message after
         # mi's turn; next_assistant[mi]: the first assistant message after mi itself (n when none). For
         # pairing, consecutive assistant messages are separate turns: the providers refuse a call whose
         # result comes after another assistant message.
-        messages = conv.messages
-        n = len(messages)
-        self.turn_end = [n] * n
-        first_assistant_from = [n] * (n + 1)
-        for mi in range(n - 1, -1, -1):
-            first_assistant_from[mi] = mi if messages[mi].role == "assistant" else first_assistant_from[mi + 1]
-            if mi + 1 < n and messages[mi + 1].role == messages[mi].role:
-                self.turn_end[mi] = self.turn_end[mi + 1]
-            else:
-                self.turn_end[mi] = mi + 1
-        self.next_assistant = [first_assistant_from[mi + 1] for mi in range(n)]
+        self.turn_end = turn_end = [n] * n
+        self.next_assistant = next_assistant = [n] * n
+        roles = [message.role for message in messages]
+        for mi in range(n - 2, -1, -1):
+            turn_end[mi] = turn_end[mi + 1] if roles[mi + 1] == roles[mi] else mi + 1
+            next_assistant[mi] = mi + 1 if roles[mi + 1] == "assistant" else next_assistant[mi + 1]
+        for mi, message in enumerate(messages):
+            if roles[mi] == "assistant":
+                self.assistant.append(mi)
+            for bi, block in enumerate(message.blocks):
+                kind = type(block)
+                if kind not in _EXACT_BLOCK_TYPES:
+                    kind = block_kind(block)
+                if kind is ToolCall:
+                    self.call_list.append(((mi, bi), block))
+                    self.calls.setdefault(block.id, ((mi, bi), block))
+                elif kind is ToolResult:
+                    self.results.append(((mi, bi), block))
+                elif kind is Reasoning:
+                    self.reasoning.append((mi, bi, block))
 
     def provider_path(self, where: Where) -> str | None:
         return provider_path(self.conv, where)
@@ -389,7 +412,7 @@ def _openai_chat_tool_order(ctx: Context) -> Iterator[Found]:
         back = before[mi]
         if back >= 0 and messages[back].role == "assistant":
             if back not in call_ids:
-                call_ids[back] = {b.id for b in messages[back].blocks if isinstance(b, ToolCall)}
+                call_ids[back] = {b.id for b in messages[back].blocks if block_kind(b) is ToolCall}
             if result.call_id in call_ids[back]:
                 continue
         call_at = ctx.calls[result.call_id][0]

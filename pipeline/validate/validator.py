@@ -37,7 +37,7 @@ from ..conversation import Conversation, Media, Message, Opaque, Reasoning, Text
 from ..errors import ConfigError, SftprepError
 from ..suggest import did_you_mean
 from .flattened import FAMILIES, find_flattened
-from .rules import Context, Found, Where, block_path, check_schema_rules, provider_rules
+from .rules import Context, Found, Where, block_kind, block_path, check_schema_rules, provider_rules
 
 Severity = Literal["error", "warning", "off"]
 SEVERITIES: tuple[str, ...] = ("error", "warning", "off")
@@ -190,32 +190,30 @@ def _source_lacks(ctx: Context) -> Iterator[Found]:
 
 def _pairing(ctx: Context) -> Iterator[Found]:
     answered: dict[str, Where] = {}
+    results_for: dict[str, list[Where]] = {}  # call id -> where its results are, for the unanswered check
     for where, result in ctx.results:
+        if result.call_id is not None:
+            results_for.setdefault(result.call_id, []).append(where)
         if result.kind == "hosted":
             continue
-        path = block_path(*where)
         call = ctx.calls.get(result.call_id) if result.call_id is not None else None
         if call is None or call[0] >= where:
             shown = result.provider_id or result.call_id
             about = f"result for call id '{shown}'" if shown else "result without a call id"
-            yield ("orphan_result", where, path,
+            yield ("orphan_result", where, block_path(*where),
                    f"{about} answers no earlier call: drop it, or restore the call it answers", {})
             continue
         if result.call_id in answered:
             first = answered[result.call_id]
-            yield ("duplicate_result", where, path,
+            yield ("duplicate_result", where, block_path(*where),
                    f"call '{call[1].name}' was already answered at {block_path(*first)}: keep one result", {})
         else:
             answered[result.call_id] = where
         if result.name is not None and result.name != call[1].name:
-            yield ("result_name_mismatch", where, path,
+            yield ("result_name_mismatch", where, block_path(*where),
                    f"result names '{result.name}' but answers a call to '{call[1].name}': fix the name or the pairing",
                    {})
     # Unanswered: no result between the call and the next assistant turn.
-    results_for: dict[str, list[Where]] = {}
-    for where, result in ctx.results:
-        if result.call_id is not None:
-            results_for.setdefault(result.call_id, []).append(where)
     n = len(ctx.conv.messages)
     for where, call in ctx.call_list:
         if call.kind == "hosted":
@@ -317,31 +315,32 @@ def _tool_list(ctx: Context) -> Iterator[Found]:
 
 
 def _turns(ctx: Context) -> Iterator[Found]:
-    uses_tools = bool(ctx.call_list or ctx.results)
-    for mi, message in enumerate(ctx.conv.messages):
-        if message.role == "assistant" and _is_empty(message):
+    # Empty turns, then reasoning: `validate` orders the issues by place, and no two share place and code.
+    messages = ctx.conv.messages
+    for mi in ctx.assistant:
+        if _is_empty(messages[mi]):
             stop = ctx.conv.meta.stop_reason
-            why = f" (the response stopped with '{stop}')" if stop and mi == len(ctx.conv.messages) - 1 else ""
+            why = f" (the response stopped with '{stop}')" if stop and mi == len(messages) - 1 else ""
             yield ("empty_assistant_turn", (mi, -1), f"$.messages[{mi}]",
                    f"assistant message has no content{why}: drop the turn, or restore what the model said", {})
-        for bi, block in enumerate(message.blocks):
-            if isinstance(block, Reasoning):
-                yield from _reasoning_state(ctx, mi, bi, block, uses_tools)
+    uses_tools = bool(ctx.call_list or ctx.results)
+    for mi, bi, block in ctx.reasoning:
+        yield from _reasoning_state(ctx, mi, bi, block, uses_tools)
 
 
 def _is_empty(message: Message) -> bool:
     for block in message.blocks:
-        match block:
-            case Text(text=text):
-                if text.strip():
-                    return False
-            case Media() | ToolCall() | ToolResult() | Opaque():
+        kind = block_kind(block)  # not a class pattern: each one that fails to match is a slow isinstance
+        if kind is Text:
+            if block.text.strip():
                 return False
-            case Reasoning():
-                if block.text or block.summary or block.redacted or block.encrypted or block.signature:
-                    return False
-            case _:
-                assert_never(block)
+        elif kind is Media or kind is ToolCall or kind is ToolResult or kind is Opaque:
+            return False
+        elif kind is Reasoning:
+            if block.text or block.summary or block.redacted or block.encrypted or block.signature:
+                return False
+        else:
+            assert_never(block)
     return True
 
 
@@ -373,11 +372,9 @@ def _genuine_signature(signature: str) -> bool:
 
 def _flattened(ctx: Context) -> Iterator[Found]:
     names = set(ctx.tools)
-    for mi, message in enumerate(ctx.conv.messages):
-        if message.role != "assistant":
-            continue  # only assistant text is trained as model output
-        for bi, block in enumerate(message.blocks):
-            if not isinstance(block, Text):
+    for mi in ctx.assistant:  # only assistant text is trained as model output
+        for bi, block in enumerate(ctx.conv.messages[mi].blocks):
+            if block_kind(block) is not Text:
                 continue
             for f in find_flattened(block.text, names):
                 what = f"call to '{f.name}'" if f.name else "call"

@@ -61,7 +61,10 @@ _TOOLS = st.lists(st.builds(Tool, name=st.text(min_size=1, max_size=8),
                             parameters=st.dictionaries(_KEYS, _JSON, max_size=4),
                             extras=st.dictionaries(st.just("openai-chat"), st.dictionaries(_KEYS, _JSON, max_size=2),
                                                    max_size=1)), max_size=3)
-_SYSTEM = st.lists(st.builds(Text, text=st.text(max_size=10)), max_size=2).map(tuple)
+# Instructions with and without what the session chain leaves out (a signature, provider extras).
+_SYSTEM = st.lists(st.builds(Text, text=st.text(max_size=10), signature=st.none() | st.just("c2ln"),
+                             extras=st.dictionaries(st.just("anthropic"), st.dictionaries(_KEYS, _JSON, max_size=2),
+                                                    max_size=1)), max_size=2).map(tuple)
 _MESSAGES = st.lists(st.builds(Message, role=st.sampled_from(["user", "assistant"]), blocks=st.lists(
     st.builds(Text, text=st.text(max_size=10)) | st.builds(
         ToolCall, id=st.just("call_1"), name=st.just("f"), arguments=st.dictionaries(_KEYS, _JSON, max_size=4)),
@@ -69,10 +72,11 @@ _MESSAGES = st.lists(st.builds(Message, role=st.sampled_from(["user", "assistant
 
 
 @settings(deadline=None)
-@given(st.lists(st.tuples(_SYSTEM, _TOOLS.map(tuple), _MESSAGES), min_size=1, max_size=4), st.data())
+@given(st.lists(st.tuples(_SYSTEM, _SYSTEM, _TOOLS.map(tuple), _MESSAGES), min_size=1, max_size=4), st.data())
 def test_generated_encodings_equal_the_direct_ones(headers, data):
-    convs = [Conversation(messages=messages, system=system, tools=tools,
-                          meta=Meta(source="in.jsonl:1", provider="openai-chat")) for system, tools, messages in headers]
+    convs = [Conversation(messages=messages, system=system, developer=developer, tools=tools,
+                          meta=Meta(source="in.jsonl:1", provider="openai-chat"))
+             for system, developer, tools, messages in headers]
     # Conversations sharing header objects (a trimmed prefix, a window), and equal headers built anew.
     convs += [replace(c, messages=c.messages[:1]) for c in convs]
     convs += [msgspec.json.decode(_PLAIN.encode(c), type=Conversation) for c in convs]

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from ... import jsonpolicy
 from ...conversation import Conversation
 from ...ledger import Ledger
 from ...render._harmony_inputs import build_inputs as harmony_inputs
@@ -38,22 +39,88 @@ def rendered_chat(conv: Conversation, renderer: Any, rendered: Any, mask_bytes: 
     """The template inputs of the render that produced `rendered` (same family, policy and options).
     `marked`: that render's own MarkedInputs, which are those inputs (not built again)."""
     family = renderer.template.family
-    if family.build_inputs is harmony_inputs:
-        # Harmony's own inputs are one message per block of its format; trainers and the official
-        # gpt-oss template read chat messages, which the generic conversion gives under its policy.
-        marks = Marks()
-        inputs = build_inputs(conv, marks, Ledger(TARGET), family.policy)
-    elif marked is not None:
-        inputs, marks = marked
-    else:
-        marks = Marks()
-        # The render's own ledger already holds every entry this conversion makes.
-        inputs = family.inputs(conv, marks, Ledger(TARGET), renderer.options)
+    inputs, marks = _template_inputs(conv, renderer, marked)
     trained_messages = _trained_messages(rendered, mask_bytes)
     generic = family.build_inputs is None and marks.enabled and len(inputs.origins) == len(inputs.messages)
     messages, trained = (_by_origin if generic else _by_marks)(inputs, marks, trained_messages)
     tools = [_plain_tool(tool, marks) for tool in inputs.tools or ()]
     return Chat(messages, tools, trained, renderer.mask)
+
+
+def _template_inputs(conv: Conversation, renderer: Any, marked: Any) -> tuple[Any, Marks]:
+    family = renderer.template.family
+    if family.build_inputs is harmony_inputs:
+        # Harmony's own inputs are one message per block of its format; trainers and the official
+        # gpt-oss template read chat messages, which the generic conversion gives under its policy.
+        marks = Marks()
+        return build_inputs(conv, marks, Ledger(TARGET), family.policy), marks
+    if marked is not None:
+        return marked
+    marks = Marks()
+    # The render's own ledger already holds every entry this conversion makes.
+    return family.inputs(conv, marks, Ledger(TARGET), renderer.options), marks
+
+
+# --- the messages and tools columns without the plain copy ----------------------------------------
+# A row without exports needs only the JSON of `Chat.messages` and `Chat.tools`. Those are the template
+# inputs' JSON with every sentinel cut out, which is far cheaper than copying the inputs in Python: the
+# encoder writes non-ASCII characters as their UTF-8 bytes and escapes only ASCII ones, so removing a
+# character from a string before encoding equals removing its four bytes after. `_strip` removes exactly
+# the sentinels (MARK_RE) from every string, except in two cases that cannot occur when no string the
+# inputs were built from holds one: a string shaped like one marked piece is sliced, not scanned, and
+# keys are kept. The inputs' strings are marked texts and JSON (Marks refuses sentinels inside them), the
+# converters' ASCII literals, and strings of the conversation (ids and names, unmarked): so its JSON
+# without a byte F3 or F4 (the lead bytes of U+C0000 and up) is the condition. Sentinels of the first
+# private-use plane begin with F3 (B0..BF); the cut checks each F3 it finds is one of MARK_RE's and
+# gives up (the general path then) on anything else, and on F4 (the second plane: over 32,766 pieces).
+_SENTINEL_FROM, _SENTINEL_TO = b"\xb0", b"\xbf\xbf\xbd"  # the three bytes after F3 of U+F0000..U+FFFFD
+_TOOLS_JSON: dict[tuple[str, ...], tuple[tuple[str, ...], bytes]] = {}
+_TOOLS_JSON_MAX = 256
+
+
+def chat_json(conv: Conversation, conversation: bytes, renderer: Any, marked: Any = None) -> tuple[bytes, bytes] | None:
+    """(messages, tools) as the JSON `rendered_chat` gives them, from the render's inputs (`marked`, or
+    built as `rendered_chat` builds them); `conversation`: `conv`'s JSON. None: use `rendered_chat`."""
+    if b"\xf3" in conversation or b"\xf4" in conversation:
+        return None
+    inputs, marks = _template_inputs(conv, renderer, marked)
+    if not marks.enabled:
+        return None
+    try:
+        messages = _cut_sentinels(jsonpolicy.dumps(inputs.messages))
+        tools = _tools_json(inputs.tools or [])
+    except TypeError:  # not JSON (the general path raises what it raises)
+        return None
+    return None if messages is None else (messages, tools)
+
+
+def _cut_sentinels(data: bytes) -> bytes | None:
+    if b"\xf4" in data:
+        return None
+    parts = data.split(b"\xf3")
+    out = [parts[0]]
+    for part in parts[1:]:
+        if not _SENTINEL_FROM <= part[:3] <= _SENTINEL_TO:
+            return None
+        out.append(part[3:])
+    return b"".join(out)
+
+
+def _tools_json(tools: list[Any]) -> bytes:
+    """Marked tool definitions hold no sentinel (Marks.json refuses one), so their JSON is the plain
+    copies' JSON. A dataset's tool lists repeat: a list of cached definitions (known by their JSON
+    texts, held here so the identities stay theirs) is encoded once, and rows share the bytes."""
+    key = tuple(getattr(tool, "sftprep_json", None) for tool in tools)
+    if None in key:
+        return jsonpolicy.dumps(tools)
+    hit = _TOOLS_JSON.get(key)  # equal texts; the same objects below
+    if hit is not None and all(a is b for a, b in zip(hit[0], key)):
+        return hit[1]
+    data = jsonpolicy.dumps(tools)
+    if len(_TOOLS_JSON) >= _TOOLS_JSON_MAX:
+        _TOOLS_JSON.clear()
+    _TOOLS_JSON[key] = (key, data)
+    return data
 
 
 def _by_marks(inputs: Any, marks: Marks, trained_messages: set[int]) -> tuple[list[dict[str, Any]], list[bool]]:
