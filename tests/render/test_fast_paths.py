@@ -192,9 +192,21 @@ _LOOKUPS = ["{{ m.role }}", "{{ m.missing is defined }}", "{{ m.items() | list |
             "{{ m.content.text }}", "{{ m.keys | string | truncate(14, true, '') }}", "{{ (m.n or 0) + 1 }}"]
 
 
-@pytest.mark.parametrize("source", _LOOKUPS)
+# Names the inline item read applies to (loop and set variables) and ones it leaves to getattr.
+_LOCAL_LOOKUPS = ["{% for x in [m] %}{{ x.role }}|{{ x.missing is defined }}|{{ x.items | string | truncate(9) }}"
+                  "{% endfor %}", "{% set y = m %}{{ y.role }}{{ y.content }}",
+                  "{% for x in [m, m] %}{{ loop.first }}{{ x.n }}{{ loop.previtem.role }}{% endfor %}"]
+
+
+class _Sub(dict):
+    pass
+
+
+@pytest.mark.parametrize("source", _LOOKUPS + _LOCAL_LOOKUPS)
 @pytest.mark.parametrize("value", [{"role": "user", "content": {"text": "hi"}, "n": 2},
-                                   {"role": "tool", "items": "a key named like a dict method", "keys": 1}, {}])
+                                   {"role": "tool", "items": "a key named like a dict method", "keys": 1}, {},
+                                   {"role": "user", "content": "hi", "n": 2}, _Sub(role="sub", items="an item"),
+                                   {"items": 1, "keys": 2}, "a string", [1, 2]])
 def test_trusted_environment_looks_up_as_jinja_does(source, value):
     import jinja2
 

@@ -121,31 +121,6 @@ def test_inline_item_reads_render_as_the_plain_compilation(conv, family):
     assert ours == plain
 
 
-class _Sub(dict):
-    pass
-
-
-# Names the inline read applies to (loop and set variables) and ones it leaves to getattr.
-_LOCAL_LOOKUPS = ["{% for x in [m] %}{{ x.role }}|{{ x.missing is defined }}|{{ x.items | string | truncate(9) }}"
-                  "{% endfor %}", "{% set y = m %}{{ y.role }}{{ y.content }}",
-                  "{% for x in [m, m] %}{{ loop.first }}{{ x.n }}{{ loop.previtem.role }}{% endfor %}"]
-
-
-@pytest.mark.parametrize("source", _LOCAL_LOOKUPS)
-@pytest.mark.parametrize("value", [{"role": "user", "content": "hi", "n": 2}, _Sub(role="sub", items="an item"),
-                                   {"items": 1, "keys": 2}, {}, "a string", [1, 2]])
-def test_inline_item_reads_look_up_as_jinja_does(source, value):
-    from pipeline.render.templates import _TRUSTED_ENV
-
-    def outcome(env) -> tuple[str, str]:
-        try:
-            return "ok", env.from_string(source).render(m=value)
-        except jinja2.TemplateError as exc:
-            return type(exc).__name__, str(exc)
-
-    assert outcome(_TRUSTED_ENV) == outcome(jinja2.Environment())
-
-
 @given(st.lists(st.text(max_size=4), min_size=1, max_size=3), st.sampled_from(["\n", "\n\n"]))
 def test_a_result_with_one_text_part_is_that_text(texts, joiner):
     from pipeline.conversation import ToolResult
