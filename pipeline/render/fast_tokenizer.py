@@ -21,6 +21,7 @@ import os
 import random
 import re
 import sys
+import threading
 import unicodedata
 from array import array
 from itertools import chain
@@ -31,8 +32,8 @@ import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
 
-__all__ = ["BACKENDS", "ENGINES", "FastEncoder", "TokenizerDisagreement", "choose_backend", "load_engine",
-           "PROBES"]
+__all__ = ["BACKENDS", "ENGINES", "FastEncoder", "TokenizerDisagreement", "choose_backend", "first_engine",
+           "load_engine", "prefetch_engine", "PROBES"]
 
 _INT32 = "i" if array("i").itemsize == 4 else "l"
 Encoded = tuple[list[int], array, array, bytes]  # ids, token starts, token ends (chars, in the piece), ids as <i4
@@ -99,12 +100,71 @@ ENGINES: dict[str, Callable[[str], Engine]] = {"fastokens": _Fastokens, "gigatok
 BACKENDS = ("auto", "hf", *ENGINES)
 
 
-def load_engine(name: str, tokenizer_json: str) -> Engine:
-    """An engine by name over a tokenizer.json; ConfigError when it is not installed or cannot read it."""
+class _Build(threading.Thread):
+    """An engine built in a thread of its own: the engines build in Rust without the GIL (1.5 s for a
+    large vocabulary), so the build overlaps HF tokenizers parsing the same tokenizer.json."""
+
+    def __init__(self, name: str, tokenizer_json: str):
+        super().__init__(name=f"sftprep-build-{name}", daemon=True)
+        self.engine_name, self.tokenizer_json = name, tokenizer_json
+        self.engine: Engine | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.engine = ENGINES[self.engine_name](self.tokenizer_json)
+        except BaseException as exc:  # raised again, as load_engine raises it, where the engine is taken
+            self.error = exc
+        self.tokenizer_json = ""
+
+
+# (engine name, sha256 of the tokenizer.json) -> its build, until load_engine takes it
+_builds: dict[tuple[str, str], _Build] = {}
+_builds_lock = threading.Lock()
+
+
+def prefetch_engine(name: str, tokenizer_json: str, fingerprint: str) -> None:
+    """Start building engine `name` over this tokenizer.json (`fingerprint`: its sha256); `load_engine`
+    with the same fingerprint takes it, and `choose_backend` joins whatever it did not take, so no
+    build thread outlives the choice (the local engine forks only a single-threaded process)."""
+    if name not in ENGINES:
+        return  # load_engine names the valid ones
+    with _builds_lock:
+        if (name, fingerprint) not in _builds:
+            build = _builds[(name, fingerprint)] = _Build(name, tokenizer_json)
+            build.start()
+
+
+def _take_build(name: str, fingerprint: str | None) -> _Build | None:
+    with _builds_lock:
+        build = _builds.pop((name, fingerprint), None) if fingerprint is not None else None
+    if build is not None:
+        build.join()
+    return build
+
+
+def _join_builds(fingerprint: str) -> None:
+    """Wait for (and drop) the builds over this tokenizer that no one took."""
+    with _builds_lock:
+        left = [key for key in _builds if key[1] == fingerprint]
+        builds = [_builds.pop(key) for key in left]
+    for build in builds:
+        build.join()
+
+
+def load_engine(name: str, tokenizer_json: str, fingerprint: str | None = None) -> Engine:
+    """An engine by name over a tokenizer.json (the one `prefetch_engine` started for `fingerprint`, if
+    any); ConfigError when it is not installed or cannot read it."""
     if name not in ENGINES:
         raise ConfigError(f"unknown tokenizer engine '{name}'; valid: {', '.join(ENGINES)}", code="bad_config")
     try:
-        return ENGINES[name](tokenizer_json)
+        build = _take_build(name, fingerprint)
+        if build is None:
+            return ENGINES[name](tokenizer_json)
+        if build.error is not None:
+            raise build.error
+        assert build.engine is not None
+        return build.engine
     except ImportError as exc:
         raise ConfigError(f"tokenizer engine {name} is not installed ({exc})", code="tokenizer_unavailable") from None
     except Exception as exc:  # the engines raise their own types on a tokenizer they cannot load
@@ -311,6 +371,20 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
     """(the fast encoder, or None for HF tokenizers; a sentence saying what was chosen and why).
     `backend`: "hf"; an engine by name (ConfigError if it cannot serve this tokenizer exactly); or
     "auto": the first engine whose self-check passes, else HF."""
+    try:
+        return _choose(tokenizer, backend, check_every)
+    finally:  # a build `load_tokenizer` started and nothing took
+        _join_builds(getattr(tokenizer, "fingerprint", ""))
+
+
+def first_engine(backend: str) -> str | None:
+    """The engine `choose_backend` tries first for this setting (None: HF only), to prefetch."""
+    if backend == "hf":
+        return None
+    return next(iter(ENGINES)) if backend == "auto" else backend
+
+
+def _choose(tokenizer: _Tokenizer, backend: str, check_every: int) -> tuple[FastEncoder | None, str]:
     if backend == "hf":
         return None, f"tokenizer '{tokenizer.name}': HF tokenizers (tokenizer_backend = \"hf\")"
     if backend != "auto" and backend not in ENGINES:
@@ -321,10 +395,12 @@ def choose_backend(tokenizer: _Tokenizer, backend: str, check_every: int) -> tup
     why = _unsupported(tokenizer)
     if why is None:
         tokenizer_json = _tokenizer_json(tokenizer)
+        fingerprint = getattr(tokenizer, "fingerprint", None)
         for name in candidates:
             try:
-                encoder = FastEncoder(load_engine(name, tokenizer_json), tokenizer.name, tokenizer.backend,
-                                      byte_lengths(tokenizer.backend), _normal_form(tokenizer), check_every)
+                encoder = FastEncoder(load_engine(name, tokenizer_json, fingerprint), tokenizer.name,
+                                      tokenizer.backend, byte_lengths(tokenizer.backend), _normal_form(tokenizer),
+                                      check_every)
                 self_check(encoder, tokenizer)
             except (ConfigError, TokenizerDisagreement) as exc:
                 reasons.append(f"{name}: {exc.message if isinstance(exc, ConfigError) else _short(exc)}")

@@ -21,6 +21,7 @@ import tokenizers as hf_tokenizers
 
 from ..errors import ConfigError
 from .builtin_tokenizers import BUILTIN_TOKENIZERS, builtin_json, quiet_transformers
+from .fast_tokenizer import prefetch_engine
 from .segments import SegmentEncoder
 
 __all__ = ["Tokenizer", "load_tokenizer"]
@@ -143,51 +144,61 @@ _load_lock = threading.Lock()
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def load_tokenizer(name_or_path: str | os.PathLike) -> Tokenizer:
-    """A built-in name, a tokenizer.json, a tokenizer directory, or (network permitting) a hub id."""
+def load_tokenizer(name_or_path: str | os.PathLike, *, engine: str | None = None) -> Tokenizer:
+    """A built-in name, a tokenizer.json, a tokenizer directory, or (network permitting) a hub id.
+    `engine`: a fast engine (`fast_tokenizer.ENGINES`) to start building from the same tokenizer.json
+    while HF tokenizers parses it; `choose_backend` takes it when it picks that engine."""
     key = str(name_or_path)
     if key in BUILTIN_TOKENIZERS:
         with _load_lock:  # a built-in is built and loaded once per process
             if key not in _loaded:
-                _loaded[key] = _load_builtin(key)
+                _loaded[key] = _load_builtin(key, engine)
             return _loaded[key]
     path = Path(key).expanduser()
     if path.is_dir():
-        return _load_directory(path)
+        return _load_directory(path, engine)
     if path.is_file():
-        return _load_file(path, config=_read_config(path.parent) if path.name == "tokenizer.json" else {})
+        return _load_file(path, config=_read_config(path.parent) if path.name == "tokenizer.json" else {},
+                          engine=engine)
     if _HUB_ID.match(key) and not key.endswith(".json"):
-        return _load_hub(key)
+        return _load_hub(key, engine)
     raise ConfigError(f"unknown tokenizer '{key}'; valid: {', '.join(BUILTIN_TOKENIZERS)}, a tokenizer.json "
                       "file, a tokenizer directory, or a hub id (org/name)", code="unknown_tokenizer")
 
 
-def _load_builtin(name: str) -> Tokenizer:
+def _load_builtin(name: str, engine: str | None = None) -> Tokenizer:
     text, path = builtin_json(name)
     spec = BUILTIN_TOKENIZERS[name]
+    fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if engine is not None:
+        prefetch_engine(engine, text, fingerprint)
     backend = hf_tokenizers.Tokenizer.from_str(text)
-    return Tokenizer(name=name, backend=backend, fingerprint=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    return Tokenizer(name=name, backend=backend, fingerprint=fingerprint,
                      bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad, source=str(path))
 
 
-def _load_file(path: Path, config: Mapping[str, Any], name: str | None = None) -> Tokenizer:
+def _load_file(path: Path, config: Mapping[str, Any], name: str | None = None, engine: str | None = None) -> Tokenizer:
     data = path.read_bytes()
+    fingerprint = hashlib.sha256(data).hexdigest()
     try:
-        backend = hf_tokenizers.Tokenizer.from_str(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        if engine is not None:
+            prefetch_engine(engine, text, fingerprint)
+        backend = hf_tokenizers.Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
         raise ConfigError(f"not a tokenizer.json: {path}: {exc}", code="bad_tokenizer") from None
     template = _chat_template(config, path.parent)
-    return Tokenizer(name=name or str(path), backend=backend, fingerprint=hashlib.sha256(data).hexdigest(),
+    return Tokenizer(name=name or str(path), backend=backend, fingerprint=fingerprint,
                      bos_token=_token_text(config.get("bos_token")), eos_token=_token_text(config.get("eos_token")),
                      pad_token=_token_text(config.get("pad_token")), unk_token=_token_text(config.get("unk_token")),
                      chat_template=template, source=str(path))
 
 
-def _load_directory(path: Path) -> Tokenizer:
+def _load_directory(path: Path, engine: str | None = None) -> Tokenizer:
     file = path / "tokenizer.json"
     if not file.is_file():
         raise ConfigError(f"tokenizer directory {path} has no tokenizer.json", code="bad_tokenizer")
-    return _load_file(file, _read_config(path), name=str(path))
+    return _load_file(file, _read_config(path), name=str(path), engine=engine)
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
@@ -219,7 +230,7 @@ def _token_text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _load_hub(repo_id: str) -> Tokenizer:
+def _load_hub(repo_id: str, engine: str | None = None) -> Tokenizer:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         raise ConfigError(f"tokenizer '{repo_id}' is a hub id but HF_HUB_OFFLINE=1; valid offline: "
                           f"{', '.join(BUILTIN_TOKENIZERS)} or a local path", code="unknown_tokenizer")
@@ -233,7 +244,7 @@ def _load_hub(repo_id: str) -> Tokenizer:
             raise ConfigError(f"tokenizer '{repo_id}' is a hub id, the hub cannot be reached ({offline}) and it "
                               f"is not in the hub cache; valid offline: {', '.join(BUILTIN_TOKENIZERS)} or a local "
                               "path", code="unknown_tokenizer") from None
-        return _load_file(file, _cached_config(repo_id), name=repo_id)
+        return _load_file(file, _cached_config(repo_id), name=repo_id, engine=engine)
     try:
         file = Path(hf_hub_download(repo_id, "tokenizer.json"))
         try:
@@ -245,7 +256,7 @@ def _load_hub(repo_id: str) -> Tokenizer:
         raise ConfigError(f"could not fetch tokenizer '{repo_id}' from the hub ({type(exc).__name__}); "
                           f"valid offline: {', '.join(BUILTIN_TOKENIZERS)} or a local path",
                           code="unknown_tokenizer") from None
-    return _load_file(file, config, name=repo_id)
+    return _load_file(file, config, name=repo_id, engine=engine)
 
 
 def _hub_unreachable() -> str | None:

@@ -39,8 +39,11 @@ class Renderer:
 
     def __init__(self, config: RenderConfig, export_formats: list[str] = ()):
         from ..render import check_fit, load_template, load_tokenizer, tokenizer_for
+        from ..render.fast_tokenizer import first_engine
 
-        self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer))
+        # The fast engine builds from the tokenizer.json while HF tokenizers parses it.
+        self.tokenizer = load_tokenizer(tokenizer_for(config.template, config.tokenizer),
+                                        engine=first_engine(config.tokenizer_backend))
         self.tokenizer.segment_encoder.limit(config.segment_cache_tokens)
         # What encodes the pieces, and why (a sentence: the run prints it when auto keeps HF).
         self.backend_note = self.tokenizer.segment_encoder.use_backend(config.tokenizer_backend,

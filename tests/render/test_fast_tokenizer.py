@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import json
 import pickle
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,8 +20,10 @@ from pipeline.errors import ConfigError, SftprepError
 from pipeline.formats import parse
 from pipeline.render import load_template, load_tokenizer, render
 from pipeline.render.builtin_tokenizers import BUILTIN_TOKENIZERS
+from pipeline.render import fast_tokenizer
+from pipeline.render.builtin_tokenizers import builtin_json
 from pipeline.render.fast_tokenizer import (ENGINES, FastEncoder, TokenizerDisagreement, byte_lengths,
-                                            choose_backend, hf_encode, load_engine, self_check)
+                                            choose_backend, hf_encode, load_engine, prefetch_engine, self_check)
 from pipeline.render.segments import SegmentEncoder
 from pipeline.run import load_config
 from pipeline.run.render_stage import Renderer
@@ -146,6 +149,36 @@ def test_config_names_the_valid_backends_and_the_renderer_applies_it():
     default = Renderer(load_config(None, {}).render)
     assert default.tokenizer.segment_encoder.fast is not None  # auto, and qwen2.5 passes
     default.tokenizer.segment_encoder.use_backend("hf", 100)  # leave the shared tokenizer as found
+
+
+def _build_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("sftprep-build-")]
+
+
+def test_the_engine_built_while_hf_loads_is_the_one_chosen_and_no_build_outlives_the_choice(tmp_path):
+    path = tmp_path / "tokenizer.json"  # not the cached built-in: this load is new
+    path.write_text(builtin_json("qwen2.5")[0], encoding="utf-8")
+    tok = load_tokenizer(path, engine="fastokens")
+    build = fast_tokenizer._builds[("fastokens", tok.fingerprint)]
+    encoder, note = choose_backend(tok, "auto", 100)
+    assert encoder is not None and encoder.engine is build.engine and "fastokens" in note
+    assert encoder.encode(["hello world"])[0][0] == tok.backend.encode("hello world").ids
+    # Chosen otherwise (HF), the build is still waited for: the local engine forks single-threaded only.
+    again = load_tokenizer(path, engine="fastokens")
+    assert choose_backend(again, "hf", 100)[0] is None
+    assert not _build_threads() and not [key for key in fast_tokenizer._builds if key[1] == tok.fingerprint]
+
+
+def test_a_build_that_fails_is_the_config_error_a_direct_load_gives(monkeypatch):
+    class Broken:
+        def __init__(self, tokenizer_json):
+            raise ValueError("no such model type")
+
+    monkeypatch.setitem(ENGINES, "broken", Broken)
+    prefetch_engine("broken", "{}", "fingerprint-of-nothing")
+    with pytest.raises(ConfigError, match="broken cannot load this tokenizer: no such model type"):
+        load_engine("broken", "{}", "fingerprint-of-nothing")
+    assert not _build_threads()
 
 
 # --- equality --------------------------------------------------------------------------------------
