@@ -47,7 +47,7 @@ def write_loops(path: Path, sessions: int) -> int:
 
 def config_file(base: Path, root: Path, sessions: str | None) -> Path:
     text = (root / "configs" / "default.toml").read_text(encoding="utf-8")
-    text = text.replace("[output]\n", "[output]\nqa_report = false\n", 1)
+    text = memory_bench.without_qa_report(text)
     if sessions is not None:
         text = text.replace('sessions = "longest"', f'sessions = "{sessions}"', 1)
     path = base / f"{root.name}-{sessions or 'baseline'}.toml"

@@ -39,6 +39,14 @@ def run(workload: Path, out: Path, workers: int, config: Path, cwd: Path = ROOT)
     return time.perf_counter() - started, peak
 
 
+def without_qa_report(config_text: str) -> str:
+    """A job config's TOML with the QA report off: default.toml may set qa_report itself, so it is turned
+    off there rather than set twice (TOML refuses a key given twice)."""
+    if re.search(r"(?m)^qa_report = ", config_text):
+        return re.sub(r"(?m)^qa_report = \w+", "qa_report = false", config_text, count=1)
+    return config_text.replace("[output]\n", "[output]\nqa_report = false\n", 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2_000, help="conversations at 1x (10x runs ten times as many)")
@@ -53,13 +61,7 @@ def main() -> None:
         base.mkdir(parents=True, exist_ok=True)
         default = ROOT / "configs" / "default.toml"
         no_qa = base / "no-qa.toml"
-        text = default.read_text(encoding="utf-8")
-        # default.toml may set qa_report itself: turn it off there rather than setting it twice
-        if re.search(r"(?m)^qa_report = ", text):
-            text = re.sub(r"(?m)^qa_report = true", "qa_report = false", text, count=1)
-        else:
-            text = text.replace("[output]\n", "[output]\nqa_report = false\n", 1)
-        no_qa.write_text(text, encoding="utf-8")
+        no_qa.write_text(without_qa_report(default.read_text(encoding="utf-8")), encoding="utf-8")
         peaks: dict[tuple[str, int], int] = {}
         print(f"  {'config':22} {'input':>20} {'seconds':>8} {'conv/s':>8} {'peak RSS':>10}")
         for scale in (1, 10):
