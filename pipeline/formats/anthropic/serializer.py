@@ -256,7 +256,7 @@ def _gemini_tool_choice(config: Any) -> dict | None:
 # --- response objects ------------------------------------------------------------------------------
 
 _STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
-                           "model_context_window_exceeded"})
+                           "model_context_window_exceeded", "compaction"})
 _FOREIGN_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                  "content_filter": "refusal", "STOP": "end_turn", "MAX_TOKENS": "max_tokens",
                  "SAFETY": "refusal", "completed": "end_turn"}
@@ -295,7 +295,8 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         ledger.add("synthesized", "$.meta.model", f"no model known; wrote {DEFAULT_MODEL}")
     body["content"] = content
     stop = meta.stop_reason
-    if stop is not None and not (own_meta and stop in _STOP_REASONS):
+    # Anthropic's own stop reason is written as it came, even one newer than this list.
+    if stop is not None and not own_meta:
         mapped = stop if stop in _STOP_REASONS else _FOREIGN_STOP.get(stop)
         if mapped == "end_turn" and any(isinstance(b, ToolCall) for b in message.blocks):
             mapped = "tool_use"

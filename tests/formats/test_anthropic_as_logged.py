@@ -1,0 +1,38 @@
+"""Anthropic Messages bodies as the API and its clients really send them, beyond the fixtures: beta
+parameters that alone tell the format, stop reasons newer than a fixed list, and what a response's own
+fields become when its turn is written into a request."""
+
+from __future__ import annotations
+
+from pipeline import formats
+from pipeline.formats import anthropic
+from pipeline.ledger import Ledger
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+          "additionalProperties": False}
+
+
+def _round_trip(body: dict, shape: str) -> tuple[dict, Ledger]:
+    ledger = Ledger("anthropic")
+    return anthropic.serialize(anthropic.parse(body, shape=shape), shape=shape, ledger=ledger), ledger
+
+
+def test_structured_output_parameters_alone_tell_an_anthropic_request():
+    # The beta `output_format` (before `output_config.format`) and `inference_geo` are Anthropic's alone:
+    # such a body is Anthropic's even with nothing else of its own, and round trips with no ledger entry.
+    for extra in ({"output_format": {"type": "json_schema", "schema": SCHEMA}}, {"inference_geo": "us"}):
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 256, **extra,
+                "messages": [{"role": "user", "content": "Largest city of Portugal?"}]}
+        found = formats.detect(body)
+        assert (found.format, found.shape, found.certain) == ("anthropic", "request", True)
+        out, ledger = _round_trip(body, "request")
+        assert out == body and ledger.entries == []
+
+
+def test_any_anthropic_stop_reason_comes_back_as_it_was():
+    # A response that stopped for a reason this codec has no name for (a newer API) keeps it.
+    body = {"id": "msg_01Stop", "type": "message", "role": "assistant", "model": "claude-opus-4-6",
+            "content": [{"type": "text", "text": "Paused."}], "stop_reason": "some_future_reason",
+            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 2}}
+    out, ledger = _round_trip(body, "response")
+    assert out == body and ledger.entries == []
