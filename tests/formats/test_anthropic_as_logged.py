@@ -4,8 +4,10 @@ fields become when its turn is written into a request."""
 
 from __future__ import annotations
 
+from formats.accept_anthropic import check_request
 from pipeline import formats
 from pipeline.formats import anthropic
+from pipeline.ingest.exchange import parse_exchange
 from pipeline.ledger import Ledger
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
@@ -36,3 +38,28 @@ def test_any_anthropic_stop_reason_comes_back_as_it_was():
             "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 2}}
     out, ledger = _round_trip(body, "response")
     assert out == body and ledger.entries == []
+
+
+def test_a_responses_own_fields_stay_out_of_a_request_message():
+    # A logged exchange: its response turn, written into the next request, must not carry the response's
+    # stop_sequence, container or stop details (the API refuses unknown message keys); those with a value
+    # are ledgered. The response alone still round trips with all of them.
+    response = {"id": "msg_01Ex", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "Looking."},
+                            {"type": "tool_use", "id": "toolu_01Ex", "name": "get_city", "input": {"q": "pt"}}],
+                "stop_reason": "tool_use", "stop_sequence": None,
+                "container": {"id": "container_01Ex", "expires_at": "2025-11-01T00:00:00Z"},
+                "usage": {"input_tokens": 40, "output_tokens": 12}}
+    request = {"model": "claude-sonnet-4-5", "max_tokens": 256,
+               "tools": [{"name": "get_city", "input_schema": SCHEMA}],
+               "messages": [{"role": "user", "content": "Largest city of Portugal?"}]}
+    conv = parse_exchange({"request": request, "response": response})
+    body, ledger = formats.serialize(conv, "anthropic")
+    assert body["messages"][1] == {"role": "assistant", "content": response["content"]}
+    assert [(e.kind, e.path, e.reason) for e in ledger] == [
+        ("dropped", "$.messages[1]", "response field 'container' has no place in a request's message")]
+    body["messages"].append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_01Ex", "content": "Lisbon"}]})
+    assert check_request(body) == []
+    out, ledger = _round_trip(response, "response")
+    assert out == response and ledger.entries == []

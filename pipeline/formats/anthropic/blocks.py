@@ -26,6 +26,10 @@ OPAQUE_TYPES: dict[str, str] = {
     "mcp_tool_listing": "other",
 }
 
+# A response object's own fields (stop_sequence, container, stop_details...) ride on its assistant message,
+# keyed with this prefix: a response written back gets them again, a request's message has no place for them.
+RESPONSE_FIELD = "$"
+
 ROLES = frozenset({"user", "assistant", "system"})
 # A text block's own keys: read, any others go to extras; written, a block of only these can be a string.
 _TEXT_KEYS = frozenset({"type", "text"})

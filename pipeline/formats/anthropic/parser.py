@@ -10,7 +10,7 @@ from msgspec import UNSET
 from ...conversation import Conversation, Message, Meta, Text, Tool
 from ...errors import ParseError, ShapeError
 from ..base import SHAPES, expect, require
-from .blocks import NAME
+from .blocks import NAME, RESPONSE_FIELD
 from .detection import detect
 from .reader import BlockReader, read_message
 
@@ -117,7 +117,7 @@ def _parse_response(obj: Any, reader: BlockReader) -> Conversation:
         if (key == "usage" and isinstance(value, dict)) or (key in _RESPONSE_META and isinstance(value, str)):
             meta[key] = value
         else:  # null stop_reason, stop_sequence, container, context_management...
-            rest[key] = value
+            rest[RESPONSE_FIELD + key] = value
     form = {} if "stop_sequence" in obj else {NAME: {"stop_sequence": "absent"}}
     message = Message(role="assistant", blocks=blocks, extras={NAME: rest} if rest else {}, form=form)
     return Conversation(messages=(message,), meta=Meta(

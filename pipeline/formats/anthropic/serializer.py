@@ -16,7 +16,7 @@ from ...errors import ShapeError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
 from ..shared_params import foreign_model_reason, same_vendor
-from .blocks import NAME
+from .blocks import NAME, RESPONSE_FIELD
 from .writer import BlockWriter, blocks_out, message_fields, plain_text, write_messages
 
 _PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}
@@ -279,7 +279,8 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         message_fields(message, f"$.messages[{mi}]", ledger)
     content = blocks_out([(mi, bi, b) for bi, b in enumerate(message.blocks)], writer)
     meta = conv.meta
-    own = message.extras.get(NAME) or {}
+    # Unprefixed keys too: conversations stored before the prefix was used.
+    own = {k.removeprefix(RESPONSE_FIELD): v for k, v in (message.extras.get(NAME) or {}).items()}
     own_meta = meta.provider == NAME  # stop reason and usage written by Anthropic itself
     body: dict[str, Any] = {"type": "message", "role": "assistant"}
     if meta.response_id is not None:
