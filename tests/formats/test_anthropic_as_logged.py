@@ -63,3 +63,33 @@ def test_a_responses_own_fields_stay_out_of_a_request_message():
     assert check_request(body) == []
     out, ledger = _round_trip(response, "response")
     assert out == response and ledger.entries == []
+
+
+def test_anthropic_defined_client_tools_are_function_tools():
+    # bash, the text editor, computer use and memory are run by the client: the model calls them with
+    # tool_use, the client answers with tool_result. They are function tools (their schema built into the
+    # API), so other formats and templates get a definition for the calls; web search runs on Anthropic's
+    # side and stays hosted.
+    tools = [{"type": "bash_20250124", "name": "bash"},
+             {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 8000},
+             {"type": "computer_20250124", "name": "computer", "display_width_px": 1280, "display_height_px": 800},
+             {"type": "memory_20250818", "name": "memory"},
+             {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 512, "tools": tools, "messages": [
+        {"role": "user", "content": "Count the lines of notes.txt."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_01Bash", "name": "bash", "input": {"command": "wc -l notes.txt"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01Bash", "content": "12 notes.txt"}]}]}
+    conv = anthropic.parse(body)
+    assert [(t.name, t.kind) for t in conv.tools] == [
+        ("bash", "function"), ("str_replace_based_edit_tool", "function"), ("computer", "function"),
+        ("memory", "function"), ("web_search", "hosted")]
+    out, ledger = _round_trip(body, "request")
+    assert out == body and ledger.entries == [] and check_request(out) == []
+    chat, entries = formats.serialize(conv, "openai-chat")
+    assert [t["function"] for t in chat["tools"]] == [
+        {"name": "bash"}, {"name": "str_replace_based_edit_tool"}, {"name": "computer"}, {"name": "memory"}]
+    reasons = {(e.path, e.reason) for e in entries}
+    assert ("$.tools[2]", "anthropic field 'display_width_px' has no equivalent in openai-chat") in reasons
+    assert ("$.tools[0]", "anthropic field 'type' has no equivalent in openai-chat") in reasons
+    assert any(e.path == "$.tools[4]" and "hosted tool 'web_search'" in e.reason for e in entries)

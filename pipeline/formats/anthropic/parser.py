@@ -10,7 +10,7 @@ from msgspec import UNSET
 from ...conversation import Conversation, Message, Meta, Text, Tool
 from ...errors import ParseError, ShapeError
 from ..base import SHAPES, expect, require
-from .blocks import NAME, RESPONSE_FIELD
+from .blocks import CLIENT_TOOL, NAME, RESPONSE_FIELD
 from .detection import detect
 from .reader import BlockReader, read_message
 
@@ -91,8 +91,14 @@ def _tool(t: Any, path: str) -> Tool:
         form = {"description": "null"} if "description" in t and description is None else {}
         return Tool(name=name, description=description, parameters=parameters,
                     extras={NAME: rest} if rest else {}, form={NAME: form} if form else {})
-    # Hosted (server) tool: its type names it; everything but the name is configuration.
     expect(ttype, str, f"{path}.type", "'type'")
+    if CLIENT_TOOL.fullmatch(ttype):
+        # Anthropic-defined but run by the client (bash, text editor, computer, memory): the model calls it
+        # with tool_use and the client answers with tool_result, as for any function tool; its schema is
+        # built into the API, so the log has none.
+        return Tool(name=require(t, "name", str, path), extras={NAME: {k: v for k, v in t.items() if k != "name"}},
+                    form={NAME: {"input_schema": "builtin"}})
+    # Hosted (server) tool: its type names it; everything but the name is configuration.
     name = t.get("name")
     if name is not None:
         expect(name, str, f"{path}.name", "'name'")

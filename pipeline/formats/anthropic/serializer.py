@@ -108,6 +108,8 @@ def _tool_out(tool: Tool, ti: int, ledger: Ledger) -> dict | None:
             out.update(own)
             return out
         case "function" | "custom":
+            if form.get("input_schema") == "builtin" and own.get("type") is not None:
+                return {"name": tool.name, **own}  # a client tool of Anthropic's: its type gives the schema
             parameters = tool.parameters
             if tool.kind == "custom":
                 ledger.add("folded", path, f"anthropic has no free-form tools: '{tool.name}' takes its text as "
