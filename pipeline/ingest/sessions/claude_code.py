@@ -303,7 +303,7 @@ def read_session(lines: Iterable[tuple[int, str]], source: str) -> SessionResult
         if isinstance(uuid, str):
             repeated = repeated or uuid in graph
             graph[uuid] = parent_of(event)
-        if event.get("type") in MESSAGE_TYPES:
+        if isinstance(event.get("type"), str) and event["type"] in MESSAGE_TYPES:
             pending.append((event, number))
         else:
             reader.event(event, number)
