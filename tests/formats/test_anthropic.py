@@ -241,9 +241,9 @@ def test_fixture_response_parse():
     (message,) = conv.messages
     assert message.role == "assistant" and [type(b) for b in message.blocks] == [Text, ToolCall]
     conv = anthropic.parse(_fixture("response_thinking.json"))
-    assert conv.messages[0].extras["anthropic"] == {"container": {"id": "container_011",
+    assert conv.messages[0].extras["anthropic"] == {"$container": {"id": "container_011",
                                                                    "expires_at": "2025-11-01T00:00:00Z"},
-                                                     "stop_sequence": None}
+                                                     "$stop_sequence": None}
 
 
 def test_orphan_result_kept():

@@ -3,6 +3,8 @@ the message roles, and the keys of a text block."""
 
 from __future__ import annotations
 
+import re
+
 NAME = "anthropic"
 
 # Provider-hosted traffic carried verbatim as Opaque, with the role it plays.
@@ -25,6 +27,13 @@ OPAQUE_TYPES: dict[str, str] = {
     "search_result": "other",
     "mcp_tool_listing": "other",
 }
+
+# A response object's own fields (stop_sequence, container, stop_details...) ride on its assistant message,
+# keyed with this prefix: a response written back gets them again, a request's message has no place for them.
+RESPONSE_FIELD = "$"
+
+# Tool types Anthropic defines but the client runs (the rest of the typed tools run on Anthropic's side).
+CLIENT_TOOL = re.compile(r"(bash|text_editor|computer|memory)_\d{8}")
 
 ROLES = frozenset({"user", "assistant", "system"})
 # A text block's own keys: read, any others go to extras; written, a block of only these can be a string.

@@ -22,7 +22,7 @@ _FOREIGN_REQUEST_KEYS = frozenset({"contents", "input", "instructions", "generat
                                    "parallel_tool_calls", "reasoning_effort", "stream_options",
                                    "modalities", "prediction", "web_search_options"})
 _OWN_REQUEST_KEYS = frozenset({"system", "stop_sequences", "top_k", "thinking", "mcp_servers", "container",
-                               "context_management", "output_config"})
+                               "context_management", "output_config", "output_format", "inference_geo"})
 _OWN_TOOL_CHOICES = frozenset({"auto", "any", "tool", "none"})
 
 

@@ -10,7 +10,7 @@ from msgspec import UNSET
 from ...conversation import Conversation, Message, Meta, Text, Tool
 from ...errors import ParseError, ShapeError
 from ..base import SHAPES, expect, require
-from .blocks import NAME
+from .blocks import CLIENT_TOOL, NAME, RESPONSE_FIELD
 from .detection import detect
 from .reader import BlockReader, read_message
 
@@ -91,8 +91,14 @@ def _tool(t: Any, path: str) -> Tool:
         form = {"description": "null"} if "description" in t and description is None else {}
         return Tool(name=name, description=description, parameters=parameters,
                     extras={NAME: rest} if rest else {}, form={NAME: form} if form else {})
-    # Hosted (server) tool: its type names it; everything but the name is configuration.
     expect(ttype, str, f"{path}.type", "'type'")
+    if CLIENT_TOOL.fullmatch(ttype):
+        # Anthropic-defined but run by the client (bash, text editor, computer, memory): the model calls it
+        # with tool_use and the client answers with tool_result, as for any function tool; its schema is
+        # built into the API, so the log has none.
+        return Tool(name=require(t, "name", str, path), extras={NAME: {k: v for k, v in t.items() if k != "name"}},
+                    form={NAME: {"input_schema": "builtin"}})
+    # Hosted (server) tool: its type names it; everything but the name is configuration.
     name = t.get("name")
     if name is not None:
         expect(name, str, f"{path}.name", "'name'")
@@ -117,7 +123,7 @@ def _parse_response(obj: Any, reader: BlockReader) -> Conversation:
         if (key == "usage" and isinstance(value, dict)) or (key in _RESPONSE_META and isinstance(value, str)):
             meta[key] = value
         else:  # null stop_reason, stop_sequence, container, context_management...
-            rest[key] = value
+            rest[RESPONSE_FIELD + key] = value
     form = {} if "stop_sequence" in obj else {NAME: {"stop_sequence": "absent"}}
     message = Message(role="assistant", blocks=blocks, extras={NAME: rest} if rest else {}, form=form)
     return Conversation(messages=(message,), meta=Meta(

@@ -16,7 +16,7 @@ from ...errors import ShapeError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
 from ..shared_params import foreign_model_reason, same_vendor
-from .blocks import NAME
+from .blocks import NAME, RESPONSE_FIELD
 from .writer import BlockWriter, blocks_out, message_fields, plain_text, write_messages
 
 _PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}
@@ -108,6 +108,8 @@ def _tool_out(tool: Tool, ti: int, ledger: Ledger) -> dict | None:
             out.update(own)
             return out
         case "function" | "custom":
+            if form.get("input_schema") == "builtin" and own.get("type") is not None:
+                return {"name": tool.name, **own}  # a client tool of Anthropic's: its type gives the schema
             parameters = tool.parameters
             if tool.kind == "custom":
                 ledger.add("folded", path, f"anthropic has no free-form tools: '{tool.name}' takes its text as "
@@ -256,7 +258,7 @@ def _gemini_tool_choice(config: Any) -> dict | None:
 # --- response objects ------------------------------------------------------------------------------
 
 _STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
-                           "model_context_window_exceeded"})
+                           "model_context_window_exceeded", "compaction"})
 _FOREIGN_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use",
                  "content_filter": "refusal", "STOP": "end_turn", "MAX_TOKENS": "max_tokens",
                  "SAFETY": "refusal", "completed": "end_turn"}
@@ -279,7 +281,8 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         message_fields(message, f"$.messages[{mi}]", ledger)
     content = blocks_out([(mi, bi, b) for bi, b in enumerate(message.blocks)], writer)
     meta = conv.meta
-    own = message.extras.get(NAME) or {}
+    # Unprefixed keys too: conversations stored before the prefix was used.
+    own = {k.removeprefix(RESPONSE_FIELD): v for k, v in (message.extras.get(NAME) or {}).items()}
     own_meta = meta.provider == NAME  # stop reason and usage written by Anthropic itself
     body: dict[str, Any] = {"type": "message", "role": "assistant"}
     if meta.response_id is not None:
@@ -295,7 +298,8 @@ def _response(conv: Conversation, writer: BlockWriter, ledger: Ledger) -> dict:
         ledger.add("synthesized", "$.meta.model", f"no model known; wrote {DEFAULT_MODEL}")
     body["content"] = content
     stop = meta.stop_reason
-    if stop is not None and not (own_meta and stop in _STOP_REASONS):
+    # Anthropic's own stop reason is written as it came, even one newer than this list.
+    if stop is not None and not own_meta:
         mapped = stop if stop in _STOP_REASONS else _FOREIGN_STOP.get(stop)
         if mapped == "end_turn" and any(isinstance(b, ToolCall) for b in message.blocks):
             mapped = "tool_use"

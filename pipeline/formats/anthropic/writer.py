@@ -13,7 +13,7 @@ from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from ..base import ANTHROPIC_ID, ledger_result_name, outgoing_id
-from .blocks import _TEXT_KEYS, NAME
+from .blocks import _TEXT_KEYS, NAME, RESPONSE_FIELD
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # Leading base64 characters of each image format's magic bytes.
@@ -268,7 +268,7 @@ def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> di
     if shape == "str" and role in ("user", "assistant", "system") and plain_text(m.blocks):
         # The string shorthand: no block rules apply (an empty final assistant prefill stays "").
         out: dict[str, Any] = {"role": role, "content": m.blocks[0].text}
-        out.update(m.extras.get(NAME) or {})
+        out.update(_request_fields(m, mpath, ledger))
         return out
     match role:
         case "system" | "developer":
@@ -290,10 +290,20 @@ def _message_out(m: Message, mi: int, writer: BlockWriter, ledger: Ledger) -> di
     out = {"role": role}
     if shape != "absent" or content:
         out["content"] = content
-    own = m.extras.get(NAME)
-    if own:
-        out.update(own)
+    out.update(_request_fields(m, mpath, ledger))
     return out
+
+
+def _request_fields(m: Message, mpath: str, ledger: Ledger) -> dict:
+    """The message's own fields, less those of the response it was read from (a logged exchange's
+    turn): a null one says nothing, any other is ledgered."""
+    fields = {}
+    for key, value in (m.extras.get(NAME) or {}).items():
+        if not key.startswith(RESPONSE_FIELD):
+            fields[key] = value
+        elif value is not None:
+            ledger.add("dropped", mpath, f"response field '{key[1:]}' has no place in a request's message")
+    return fields
 
 
 def plain_text(blocks: tuple) -> bool:

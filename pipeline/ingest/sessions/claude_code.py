@@ -5,13 +5,13 @@ assistant response over several lines that share `message.id`, one content block
 write the tool results of its first calls before the lines of its later calls: the blocks of one id
 are merged back into one assistant message, and the results that came in between go to the user
 message after it, which is the order the API saw. Consecutive user events form one user message.
+Message lines on branches the session left (a rewind, a retry: see `claude_branches`) are skipped.
 Everything else (file-history-snapshot, progress, system, summary, queue-operation, ...) is skipped
 and counted by type.
 
 The result is an Anthropic request body (`{"model", "messages"}`) for the anthropic codec, plus the
 session's metadata and, per message, which lines and events it came from. A session file and each of
-its subagent files (`<session>/subagents/*.jsonl`) is one conversation. The file is read line by line;
-it never has to be in memory as one string.
+its subagent files (`<session>/subagents/*.jsonl`) is one conversation, read line by line.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ... import jsonpolicy
 from ...conversation import Conversation, ToolResult
 from ...errors import InputError, ParseError
 from ...formats import anthropic
+from .claude_branches import Graph, abandoned, parent_of
 
 NAME = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
@@ -279,6 +280,10 @@ def read_session(lines: Iterable[tuple[int, str]], source: str) -> SessionResult
     reader = _Reader(source)
     broken: tuple[int, str] | None = None
     last = 0
+    # Message lines wait until the whole tree is known: only then does it say which are live.
+    pending: list[tuple[dict, int]] = []
+    graph: Graph = {}
+    repeated = False
     for number, text in lines:
         last = number
         if not text.strip():
@@ -294,12 +299,36 @@ def read_session(lines: Iterable[tuple[int, str]], source: str) -> SessionResult
         if not isinstance(event, dict):
             broken = (number, f"a JSON {type(event).__name__}, not an object")
             continue
-        reader.event(event, number)
+        uuid = event.get("uuid")
+        if isinstance(uuid, str):
+            repeated = repeated or uuid in graph
+            graph[uuid] = parent_of(event)
+        if isinstance(event.get("type"), str) and event["type"] in MESSAGE_TYPES:
+            pending.append((event, number))
+        else:
+            reader.event(event, number)
+    _read_live(reader, pending, graph, repeated)
     result = reader.finish(last)
     if broken is not None:
         result.notes.append(SessionNote(reader.where(broken[0]), "truncated_line",
                                         f"the last line is cut off ({broken[1]}); it was left out"))
     return result
+
+
+def _read_live(reader: _Reader, pending: list[tuple[dict, int]], graph: Graph, repeated: bool) -> None:
+    """Feed the message lines of the live branch to the reader; count and note those of abandoned ones."""
+    side = bool(pending[0][0].get("isSidechain")) if pending else False
+    own = [(e, n) for e, n in pending if bool(e.get("isSidechain")) == side]
+    dead = {own[i][1] for i in abandoned([e for e, _ in own], graph, repeated)}
+    for event, number in pending:
+        if number not in dead:
+            reader.event(event, number)
+    if dead:
+        reader.skipped["abandoned_branch"] = len(dead)
+        lines = sorted(dead)
+        shown = ", ".join(map(str, lines[:8])) + (", ..." if len(lines) > 8 else "")
+        reader.result.notes.append(SessionNote(reader.where(lines[0]), "abandoned_branch", f"{len(lines)} message "
+                                   f"line(s) on branches the conversation left (rewound or retried) were left out: lines {shown}"))
 
 
 def detect_session(first_lines: Iterable[str]) -> bool:

@@ -214,3 +214,39 @@ def test_bytes_that_are_not_utf8_break_their_line_not_silently(tmp_path):
     (raw,) = iter_raw([path])
     (note,) = raw.value.notes
     assert note.code == "truncated_line" and note.source == f"{path}:{len(lines)}"
+
+
+def _rewound() -> list[dict]:
+    return _raw(FIXTURES / "rewound.jsonl")
+
+
+def test_rewound_session_is_its_live_branch():
+    """A prompt rewound to (line 11 restarts at the turn of line 6) leaves the old branch in the file:
+    the conversation is the branch the last line ends, with the split calls and results beside it."""
+    result = read_session_file(FIXTURES / "rewound.jsonl")
+    texts = [m["content"] if isinstance(m["content"], str) else [b.get("text") or b.get("id") or b.get("tool_use_id")
+                                                                for b in m["content"]]
+             for m in result.body["messages"]]
+    assert texts == ["Rename the notes folder to journal.", ["Renaming it.", "toolu_rw1"], ["toolu_rw1"],
+                     ["Done: the folder is now journal/."], "Now list what is in it instead.",
+                     ["toolu_rw3", "toolu_rw4"], ["toolu_rw3", "toolu_rw4"], ["One note, 8 KB in all."]]
+    assert result.skipped == {"abandoned_branch": 4, "file-history-snapshot": 1, "progress": 1}
+    (note,) = result.notes
+    assert note.code == "abandoned_branch" and note.source.endswith("rewound.jsonl:7") and "lines 7, 8, 9, 10" in note.message
+    conv = to_conversation(result)
+    assert [m.role for m in conv.messages] == ["user", "assistant"] * 4
+    assert all(r.call_id is not None for m in conv.messages for r in m.blocks if isinstance(r, ToolResult))
+
+
+@pytest.mark.parametrize("change", ["parent outside the file", "repeated uuid", "no uuid"])
+def test_a_tree_that_cannot_tell_the_live_branch_keeps_every_line(change):
+    events = _rewound()
+    if change == "parent outside the file":
+        events[1]["parentUuid"] = "resumed-from-elsewhere"  # the live chain's root is not in this file
+    elif change == "repeated uuid":
+        events[3]["uuid"] = events[2]["uuid"]
+    else:
+        del events[8]["uuid"]
+    result = read_session([(i, json.dumps(e)) for i, e in enumerate(events, 1)], "s.jsonl")
+    assert "abandoned_branch" not in result.skipped and result.notes == []
+    assert sum(len(m["content"]) if isinstance(m["content"], list) else 1 for m in result.body["messages"]) == 15
