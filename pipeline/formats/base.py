@@ -135,6 +135,11 @@ def ledger_result_name(ledger: Ledger, path: str, result: ToolResult, target: st
                                     "(its call names the tool)")
 
 
+# A key of a message's extras that starts with this is a field of the response object the message was read
+# from (Anthropic's stop_sequence, container...), not of the message: a request has no place for it.
+RESPONSE_FIELD = "$"
+
+
 def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> None:
     """One 'dropped' entry per field that another provider kept in `extras`, and per Opaque block
     of another provider: the target has no place for either."""
@@ -145,8 +150,10 @@ def ledger_foreign_extras(conv: Conversation, target: str, ledger: Ledger) -> No
             # line numbers and uuids) is about where the record came from, not what it says.
             if provider != target and provider in PROVIDERS:
                 for key, value in values.items():
-                    ledger.add("dropped", path, f"{provider} field '{key}' is empty: nothing {target} could carry"
-                               if value == {} else f"{provider} field '{key}' has no equivalent in {target}")
+                    own = key.startswith(RESPONSE_FIELD)
+                    field = f"{provider} {'response ' if own else ''}field '{key[len(RESPONSE_FIELD):] if own else key}'"
+                    ledger.add("dropped", path, f"{field} is empty: nothing {target} could carry"
+                               if value == {} else f"{field} has no equivalent in {target}")
 
     visit(conv.extras, "$")
     for ti, tool in enumerate(conv.tools):

@@ -61,6 +61,10 @@ def test_a_responses_own_fields_stay_out_of_a_request_message():
     body["messages"].append({"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_01Ex", "content": "Lisbon"}]})
     assert check_request(body) == []
+    _, foreign = formats.serialize(conv, "openai-chat")  # named as what they are, without the marker
+    assert {e.reason for e in foreign if e.path == "$.messages[1]"} >= {
+        "anthropic response field 'container' has no equivalent in openai-chat",
+        "anthropic response field 'stop_sequence' has no equivalent in openai-chat"}
     out, ledger = _round_trip(response, "response")
     assert out == response and ledger.entries == []
 

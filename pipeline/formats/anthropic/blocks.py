@@ -28,9 +28,6 @@ OPAQUE_TYPES: dict[str, str] = {
     "mcp_tool_listing": "other",
 }
 
-# A response object's own fields (stop_sequence, container, stop_details...) ride on its assistant message,
-# keyed with this prefix: a response written back gets them again, a request's message has no place for them.
-RESPONSE_FIELD = "$"
 
 # Tool types Anthropic defines but the client runs (the rest of the typed tools run on Anthropic's side).
 CLIENT_TOOL = re.compile(r"(bash|text_editor|computer|memory)_\d{8}")

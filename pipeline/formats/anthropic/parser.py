@@ -9,8 +9,8 @@ from msgspec import UNSET
 
 from ...conversation import Conversation, Message, Meta, Text, Tool
 from ...errors import ParseError, ShapeError
-from ..base import SHAPES, expect, require
-from .blocks import CLIENT_TOOL, NAME, RESPONSE_FIELD
+from ..base import RESPONSE_FIELD, SHAPES, expect, require
+from .blocks import CLIENT_TOOL, NAME
 from .detection import detect
 from .reader import BlockReader, read_message
 

@@ -14,9 +14,9 @@ from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Tool, ToolCall
 from ...errors import ShapeError
 from ...ledger import Ledger
-from ..base import SHAPES, ledger_foreign_extras
+from ..base import RESPONSE_FIELD, SHAPES, ledger_foreign_extras
 from ..shared_params import foreign_model_reason, same_vendor
-from .blocks import NAME, RESPONSE_FIELD
+from .blocks import NAME
 from .writer import BlockWriter, blocks_out, message_fields, plain_text, write_messages
 
 _PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}

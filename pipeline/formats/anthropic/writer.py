@@ -12,8 +12,8 @@ from msgspec import UNSET
 from ... import jsonpolicy
 from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
-from ..base import ANTHROPIC_ID, ledger_result_name, outgoing_id
-from .blocks import _TEXT_KEYS, NAME, RESPONSE_FIELD
+from ..base import ANTHROPIC_ID, RESPONSE_FIELD, ledger_result_name, outgoing_id
+from .blocks import _TEXT_KEYS, NAME
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # Leading base64 characters of each image format's magic bytes.
