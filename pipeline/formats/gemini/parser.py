@@ -227,6 +227,10 @@ def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | 
         form = dict(message.form.get(NAME) or {})
         if snake:
             form["snake"] = snake
+        if extras:
+            # Candidate fields share the message's extras with the content's own unknown keys; which
+            # are which decides where they are written back (and that a request has no place for them).
+            form["candidate"] = list(extras)
         message = replace(message, extras={NAME: {**(message.extras.get(NAME) or {}), **extras}} if extras else
                           message.extras, form={NAME: form})
     return message, stop

@@ -95,7 +95,7 @@ def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]
         if message.blocks and not parts:
             ledger.add("dropped", mpath, "nothing in this message can be written in Gemini")
             continue
-        content = _content_out(message, parts, mpath, ledger, same_shape)
+        content = _content_out(message, parts, mpath, ledger, same_shape, own)
         out.append(content)
         open_moved = None
         if moved:
@@ -105,7 +105,7 @@ def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]
     return out
 
 
-def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same_shape: bool) -> dict:
+def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same_shape: bool, own: bool) -> dict:
     form = message.form.get(NAME) or {}
     content: dict[str, Any] = {}
     match message.role:
@@ -128,11 +128,14 @@ def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same
         content["parts"] = parts
     extras = message.extras.get(NAME)
     if extras:
-        if same_shape:
-            content.update(extras)
-        else:
-            for key in extras:
+        # A response's candidate fields (finishMessage, groundingMetadata...) describe the answer, not
+        # the turn: a request content has no place for them.
+        candidate = form.get("candidate", ()) if own else extras
+        for key, value in extras.items():
+            if key in candidate:
                 ledger.add("dropped", mpath, f"candidate field '{key}' has no place in a request")
+            else:
+                content[key] = value
     return content
 
 
@@ -222,8 +225,8 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
             ledger.add("dropped", mpath, "media of a tool result has no place in a response")
         mform = (message.form.get(NAME) or {}) if same_shape else {}
         candidate: dict[str, Any] = {}
+        content: dict[str, Any] = {}
         if not mform.get("no_content"):
-            content: dict[str, Any] = {}
             if not mform.get("no_role"):
                 content["role"] = mform.get("role", "model")
             if parts or not mform.get("no_parts"):
@@ -239,7 +242,9 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
         extras = message.extras.get(NAME)
         if extras:
             if same_shape:
-                candidate.update(extras)
+                on_candidate = mform.get("candidate", extras)
+                for key, value in extras.items():
+                    (candidate if key in on_candidate or mform.get("no_content") else content)[key] = value
             else:
                 for key in extras:
                     ledger.add("dropped", mpath, f"content field '{key}' has no place in a response")
