@@ -48,3 +48,77 @@ def test_unknown_keys_of_a_candidate_and_of_its_content_come_back_where_they_wer
     assert out["contents"] == [{"role": "model", "parts": [{"text": "Hi"}], "futureContentField": 1}]
     assert sorted(reason.split("'")[1] for _, _, reason in entries if "candidate field" in reason) == [
         "futureCandidateField", "index"]
+
+
+# --- JSON null is an unset field: what the SDKs' model_dump() writes for every field left out ------------
+
+def _sdk_dump(model) -> dict:
+    return model.model_dump(mode="json")  # snake_case keys, null for every field not set
+
+
+def _sdk_request() -> dict:
+    from google.genai import types
+
+    PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="Chart the sales and show me.")]),
+        types.Content(role="model", parts=[
+            types.Part(text="Drawing it.", thought=True),
+            types.Part(function_call=types.FunctionCall(id="c1", name="chart", args={"kind": "bar", "note": None}),
+                       thought_signature=b"sig-1")]),
+        types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+            id="c1", name="chart", response={"output": "done"},
+            parts=[types.FunctionResponsePart(inline_data=types.FunctionResponseBlob(mime_type="image/png",
+                                                                                     data=PNG))]))]),
+        types.Content(role="model", parts=[types.Part(text="Here it is.")])]
+    tool = types.Tool(function_declarations=[types.FunctionDeclaration(
+        name="chart", description="Draw a chart.", parameters_json_schema={"type": "object"})])
+    return {"contents": [_sdk_dump(c) for c in contents], "tools": [_sdk_dump(tool)],
+            "system_instruction": _sdk_dump(types.Content(parts=[types.Part(text="You draw charts.")])),
+            "generation_config": None, "cached_content": None}
+
+
+def test_an_sdk_dumped_request_reads_as_what_it_says_and_comes_back_exactly():
+    body = _sdk_request()
+    conv = gemini.parse(body)
+    out, entries = _write(conv)
+    assert (out, entries) == (body, [])
+    assert [[type(b).__name__ for b in m.blocks] for m in conv.messages] == [
+        ["Text"], ["Reasoning", "ToolCall"], ["ToolResult"], ["Text"]]
+    call, result = conv.messages[1].blocks[1], conv.messages[2].blocks[0]
+    assert (call.provider_id, call.arguments, call.signature) == ("c1", {"kind": "bar", "note": None}, "c2lnLTE=")
+    assert result.call_id == call.id and [type(c).__name__ for c in result.content] == ["Media"]
+    assert [t.name for t in conv.tools] == ["chart"] and conv.system[0].text == "You draw charts."
+    # Nulls are no data: another format has nothing of them to lose, only what the parts hold.
+    assert [path for path in _write_to(conv, "anthropic") if not path.startswith("$ ")] == [
+        "$.messages[1].blocks[0] reasoning from gemini cannot be sent to anthropic: thinking blocks need an "
+        "anthropic signature", "$.messages[1].blocks[1] a Gemini thought signature has no place on this anthropic "
+        "block", "$.messages[2].blocks[0].output anthropic results have no structured output: written as JSON text"]
+
+
+def test_an_sdk_dumped_response_reads_and_comes_back_exactly():
+    from google.genai import types
+
+    response = types.GenerateContentResponse.model_validate({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Plan.", "thought": True},
+            {"functionCall": {"name": "lookup", "args": {"q": "x"}}, "thoughtSignature": "c2ln"}]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 9}, "modelVersion": "gemini-2.5-flash",
+        "responseId": "r1"})
+    body = _sdk_dump(response)
+    conv = gemini.parse(body)
+    out, entries = _write(conv, "response")
+    assert (out, entries) == (body, [])
+    assert [type(b).__name__ for b in conv.messages[0].blocks] == ["Reasoning", "ToolCall"]
+    assert conv.meta.stop_reason == "STOP" and conv.messages[0].blocks[1].signature == "c2ln"
+    # The unset candidate and response fields are no data another format could miss.
+    assert [e for e in _write_to(conv, "openai-chat") if "field" in e] == [
+        "$.messages[0] gemini field 'index' has no equivalent in openai-chat"]
+
+
+def _write_to(conv, target):
+    from pipeline.formats import registry
+
+    _, entries = registry.serialize(conv, target)
+    return [f"{e.path} {e.reason}" for e in entries]

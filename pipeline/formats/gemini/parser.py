@@ -11,7 +11,7 @@ from ...conversation import Conversation, Media, Message, Meta, Text
 from ...errors import ConfigError, ParseError, ShapeError
 from ..base import SHAPES
 from .detection import detect
-from .parts import CAMEL, NAME, _bad
+from .parts import CAMEL, NAME, _bad, unset
 from .reader import PartReader
 from .tools import parse_tools
 
@@ -51,6 +51,9 @@ def _parse_request(obj: Any, reader: PartReader) -> Conversation:
     contents = system = tools = _ABSENT
     extras: dict[str, Any] = {}
     form: dict[str, Any] = {}
+    obj, nulls = unset(obj)
+    if nulls:
+        form["nulls"] = nulls
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name == "contents":
@@ -97,6 +100,7 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
     role: Any = _ABSENT
     parts: Any = _ABSENT
     extras = None
+    obj, nulls = unset(obj)
     for key, value in obj.items():
         if key == "role":
             role = value
@@ -105,7 +109,7 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
         else:
             extras = extras or {}
             extras[key] = value
-    form: dict[str, Any] = {}
+    form: dict[str, Any] = {"nulls": nulls} if nulls else {}
     if role is _ABSENT:
         canonical = "assistant" if candidate else "user"
         form["no_role"] = True
@@ -138,7 +142,8 @@ def _parse_system(value: Any, path: str, strict: bool) -> tuple[tuple, dict | No
         return (Text(value),), {"string": True}
     if not isinstance(value, dict):
         raise _bad(value, "'systemInstruction' must be an object or a string", path)
-    layout: dict[str, Any] = {}
+    value, nulls = unset(value)
+    layout: dict[str, Any] = {"nulls": nulls} if nulls else {}
     parts: Any = _ABSENT
     for key, item in value.items():
         if key == "parts":
@@ -170,6 +175,9 @@ def _parse_response(obj: Any, reader: PartReader) -> Conversation:
     snake: list[str] = []
     candidates: Any = _ABSENT
     meta: dict[str, Any] = {}
+    obj, nulls = unset(obj)
+    if nulls:
+        form["nulls"] = nulls
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name != key:
@@ -208,6 +216,7 @@ def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | 
     stop = None
     extras: dict[str, Any] = {}
     snake = []
+    obj, nulls = unset(obj)
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name == "content":
@@ -223,10 +232,12 @@ def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | 
         message = Message(role="assistant", form={NAME: {"no_content": True}})
     else:
         message = _content(content, f"{path}.content", reader, candidate=True)
-    if extras or snake:
+    if extras or snake or nulls:
         form = dict(message.form.get(NAME) or {})
         if snake:
             form["snake"] = snake
+        if nulls:
+            form["candidate_nulls"] = nulls
         if extras:
             # Candidate fields share the message's extras with the content's own unknown keys; which
             # are which decides where they are written back (and that a request has no place for them).

@@ -12,7 +12,7 @@ from ...conversation import Conversation, Message, Text, ToolResult
 from ...errors import ConfigError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
-from .parts import NAME, k
+from .parts import NAME, k, put_nulls
 from .tools import foreign_params, write_tools
 from .writer import PartWriter
 
@@ -61,7 +61,7 @@ def _write_request(conv: Conversation, own: bool, ledger: Ledger) -> dict:
         else:
             body.update(own_params)
     foreign_params(conv, body, ledger)
-    return body
+    return put_nulls(body, form.get("nulls")) if own and conv.meta.shape != "response" else body
 
 
 def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]:
@@ -136,7 +136,7 @@ def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same
                 ledger.add("dropped", mpath, f"candidate field '{key}' has no place in a request")
             else:
                 content[key] = value
-    return content
+    return put_nulls(content, form.get("nulls")) if own else content
 
 
 def _message_fields(message: Message, mpath: str, ledger: Ledger) -> None:
@@ -168,7 +168,7 @@ def _write_system(conv: Conversation, layout: dict | None, ledger: Ledger) -> An
         system["role"] = layout["role"]
     if parts or not layout.get("no_parts"):
         system["parts"] = parts
-    return system
+    return put_nulls(system, layout.get("nulls"))
 
 
 def _drop_context(conv: Conversation, ledger: Ledger, what: str) -> None:
@@ -231,7 +231,7 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
                 content["role"] = mform.get("role", "model")
             if parts or not mform.get("no_parts"):
                 content["parts"] = parts
-            candidate["content"] = content
+            candidate["content"] = put_nulls(content, mform.get("nulls"))
         stop = meta.stop_reason
         if stop is not None and not own:
             stop = _FOREIGN_STOP.get(stop)
@@ -248,7 +248,7 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
             else:
                 for key in extras:
                     ledger.add("dropped", mpath, f"content field '{key}' has no place in a response")
-        body[k("candidates", snake)] = [candidate]
+        body[k("candidates", snake)] = [put_nulls(candidate, mform.get("candidate_nulls"))]
     elif not form.get("no_candidates"):
         body["candidates"] = []
     if meta.usage is not UNSET:
@@ -271,7 +271,7 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
                 body["candidates"] = [*body["candidates"], *value]
             else:
                 body[key] = value
-    return body
+    return put_nulls(body, form.get("nulls"))
 
 
 def _foreign_usage(usage: Any, ledger: Ledger) -> dict | None:
