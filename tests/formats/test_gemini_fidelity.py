@@ -122,3 +122,20 @@ def _write_to(conv, target):
 
     _, entries = registry.serialize(conv, target)
     return [f"{e.path} {e.reason}" for e in entries]
+
+
+def test_what_an_exchange_keeps_no_field_for_is_said_in_its_notes():
+    def exchange(response: dict) -> dict:
+        return {"request": {"method": "POST", "uri": VERTEX_URI, "body": {
+            "contents": [{"role": "user", "parts": [{"text": "Two names, please."}]}],
+            "generationConfig": {"candidateCount": 2}}}, "response": {"status": 200, "body": response}}
+
+    two = parse_exchange(exchange({"candidates": [
+        {"content": {"role": "model", "parts": [{"text": "Ada"}]}, "finishReason": "STOP", "index": 0},
+        {"content": {"role": "model", "parts": [{"text": "Alan"}]}, "finishReason": "STOP", "index": 1}]}))
+    assert [m.role for m in two.messages] == ["user", "assistant"]
+    assert any("2 candidates" in note for note in two.meta.notes)
+    blocked = parse_exchange(exchange({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                                       "usageMetadata": {"promptTokenCount": 6}}))
+    assert [m.role for m in blocked.messages] == ["user"]
+    assert any("blocked (PROHIBITED_CONTENT)" in note for note in blocked.meta.notes)

@@ -205,6 +205,13 @@ def _parse_response(obj: Any, reader: PartReader) -> Conversation:
             meta["stop_reason"] = stop
         if len(candidates) > 1:
             extras["candidates"] = candidates[1:]  # only the first becomes the assistant turn
+            reader.notes.append(f"$.candidates: {len(candidates)} candidates (candidateCount); the first is "
+                                "the assistant turn")
+    if not messages:
+        feedback = extras.get("promptFeedback", extras.get("prompt_feedback"))
+        reason = feedback.get("blockReason", feedback.get("block_reason")) if isinstance(feedback, dict) else None
+        if reason is not None:  # said where the record lands, since an exchange keeps no response field
+            reader.notes.append(f"$.promptFeedback: the prompt was blocked ({reason}): the response holds no turn")
     return Conversation(messages=messages, meta=Meta(**meta), extras={NAME: extras} if extras else {},
                         form={NAME: form} if form else {})
 
