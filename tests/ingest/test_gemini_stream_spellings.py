@@ -3,9 +3,12 @@ for every field left out. They reassemble into the same response as the API's ow
 
 from __future__ import annotations
 
+import json
+
 from google.genai import types
 
 from pipeline import formats
+from pipeline.ingest import iter_parsed
 from pipeline.ingest.streams import reassemble
 
 META = {"modelVersion": "gemini-2.5-pro", "responseId": "r1"}
@@ -45,3 +48,14 @@ def test_dumped_streamed_call_arguments_are_assembled():
     for logged in (chunks, _dumped(chunks), _dumped(chunks, exclude_none=True)):
         (call,) = _parts(reassemble(logged, "gemini"))
         assert (call.name, call.arguments) == ("book", {"city": "Paris", "nights": 2, "pets": False, "note": None})
+
+
+def test_a_file_of_dumped_chunks_is_one_response(tmp_path):
+    # A dumped chunk says `finish_reason: null` until the last: the array is a stream, not two records.
+    chunks = [{"candidates": [{"content": {"role": "model", "parts": [{"text": "Hel"}]}, "index": 0}], **META},
+              {"candidates": [{"content": {"role": "model", "parts": [{"text": "lo"}]}, "finishReason": "STOP",
+                               "index": 0}], **META}]
+    path = tmp_path / "chunks.json"
+    path.write_text(json.dumps(_dumped(chunks)))
+    [parsed] = iter_parsed([path])
+    assert [b.text for b in parsed.conversation.messages[0].blocks] == ["Hello"]

@@ -31,7 +31,7 @@ def is_partial(data: Any) -> bool:
     whole response too (a one-chunk stream is one), so only this tells a stream from a response."""
     candidates = data.get("candidates") if isinstance(data, dict) else None
     return (isinstance(candidates, list) and bool(candidates) and all(isinstance(c, dict) for c in candidates)
-            and not any("finishReason" in c or "finish_reason" in c for c in candidates))
+            and all(_get(c, "finishReason", "finish_reason") is None for c in candidates))  # null: not yet
 
 
 # The SDKs' snake_case spellings of what a streamed call says (the API accepts both).
