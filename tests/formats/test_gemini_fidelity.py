@@ -139,3 +139,19 @@ def test_what_an_exchange_keeps_no_field_for_is_said_in_its_notes():
                                        "usageMetadata": {"promptTokenCount": 6}}))
     assert [m.role for m in blocked.messages] == ["user"]
     assert any("blocked (PROHIBITED_CONTENT)" in note for note in blocked.meta.notes)
+
+
+def test_a_gemini_finish_reason_written_as_a_responses_status_is_carried_or_ledgered():
+    from pipeline.formats import registry
+
+    def status(reason: str):
+        conv = gemini.parse({"candidates": [{"content": {"role": "model", "parts": [{"text": "Hm"}]},
+                                             "finishReason": reason}], "responseId": "r"})
+        body, entries = registry.serialize(conv, "openai-responses", shape="response")
+        return body["status"], body.get("incomplete_details"), [e.reason for e in entries if "stop" in e.path]
+
+    assert status("STOP") == ("completed", None, [])
+    assert status("MAX_TOKENS") == ("incomplete", {"reason": "max_output_tokens"}, [])
+    assert status("SAFETY") == ("incomplete", {"reason": "content_filter"}, [])
+    assert status("MALFORMED_FUNCTION_CALL") == ("completed", None, [
+        "stop reason 'MALFORMED_FUNCTION_CALL' has no openai-responses equivalent: wrote status 'completed'"])
