@@ -155,3 +155,16 @@ def test_a_gemini_finish_reason_written_as_a_responses_status_is_carried_or_ledg
     assert status("SAFETY") == ("incomplete", {"reason": "content_filter"}, [])
     assert status("MALFORMED_FUNCTION_CALL") == ("completed", None, [
         "stop reason 'MALFORMED_FUNCTION_CALL' has no openai-responses equivalent: wrote status 'completed'"])
+
+
+def test_an_image_the_model_thought_in_is_not_passed_off_as_its_answer_without_a_word():
+    # Image models think in interim images: parts with inlineData and `thought: true`.
+    body = {"candidates": [{"content": {"role": "model", "parts": [
+        {"inlineData": {"mimeType": "image/png", "data": "AAAA"}, "thought": True},
+        {"inlineData": {"mimeType": "image/png", "data": "BBBB"}, "thoughtSignature": "c2ln"}]},
+        "finishReason": "STOP"}], "responseId": "r"}
+    conv = gemini.parse(body)
+    assert _write(conv, "response") == (body, [])
+    assert [e for e in _write_to(conv, "openai-responses") if "thought flag" in e] == [
+        "$.messages[0].blocks[0] Gemini marks this part as a thought; openai-responses has no thought flag for it: "
+        "written as content"]

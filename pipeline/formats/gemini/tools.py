@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ...conversation import Conversation, Tool
+from ...conversation import Conversation, Reasoning, Tool, iter_blocks
 from ...errors import ParseError
 from ...ledger import Ledger
 from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
@@ -259,7 +259,8 @@ def _tool_choice(value: Any) -> tuple[dict | None, list[str]]:
 
 def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
     """(kind, path, reason) for layout of a Gemini record that `target` cannot keep, so that writing it
-    back to Gemini differs: the systemInstruction role, OpenAPI-style `parameters`/`responseSchema`."""
+    back to Gemini differs: the systemInstruction role, OpenAPI-style `parameters`/`responseSchema`, the
+    thought flag on a part that is not reasoning text."""
     form = conv.form.get(NAME) or {}
     out = []
     system = form.get("system")
@@ -270,6 +271,11 @@ def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
         if (tool.form.get(NAME) or {}).get("params") == "parameters":
             out.append(("folded", f"$.tools[{ti}]", "Gemini OpenAPI-style 'parameters' carried as JSON Schema "
                                                     "(types in lower case); Gemini gets them back as parametersJsonSchema"))
+    for mi, bi, block in iter_blocks(conv):
+        # An interim image the model thought in is a Media marked `thought: true`: elsewhere, plain content.
+        if not isinstance(block, Reasoning) and (getattr(block, "form", {}).get(NAME) or {}).get("thought") is True:
+            out.append(("folded", f"$.messages[{mi}].blocks[{bi}]", f"Gemini marks this part as a thought; {target} "
+                                                                    "has no thought flag for it: written as content"))
     config = (conv.extras.get(NAME) or {}).get("generationConfig")
     if isinstance(config, dict) and "responseSchema" in config and target != "anthropic":  # anthropic drops it
         out.append(("folded", "$", "Gemini OpenAPI-style responseSchema carried as JSON Schema; Gemini gets it back "
