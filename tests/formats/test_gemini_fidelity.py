@@ -168,3 +168,13 @@ def test_an_image_the_model_thought_in_is_not_passed_off_as_its_answer_without_a
     assert [e for e in _write_to(conv, "openai-responses") if "thought flag" in e] == [
         "$.messages[0].blocks[0] Gemini marks this part as a thought; openai-responses has no thought flag for it: "
         "written as content"]
+
+
+def test_contents_without_roles_are_read_by_what_only_the_model_writes():
+    body = {"contents": [{"parts": [{"text": "Sum 2 and 3."}]},
+                         {"parts": [{"text": "Adding.", "thought": True}, {"functionCall": {"name": "add", "args": {}}}]},
+                         {"parts": [{"functionResponse": {"name": "add", "response": {"output": 5}}}]}]}
+    conv = gemini.parse(body)
+    assert [m.role for m in conv.messages] == ["user", "assistant", "user"]
+    assert conv.messages[2].blocks[0].call_id == conv.messages[1].blocks[1].id
+    assert _write(conv) == (body, [])

@@ -7,7 +7,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from ...conversation import Conversation, Media, Message, Meta, Text
+from ...conversation import Conversation, Media, Message, Meta, Reasoning, Text, ToolCall
 from ...errors import ConfigError, ParseError, ShapeError
 from ..base import SHAPES
 from .detection import detect
@@ -131,6 +131,8 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
     else:
         part = reader.part
         blocks = tuple(part(p, f"{path}.parts[{i}]") for i, p in enumerate(parts))
+    if role is _ABSENT and any(isinstance(b, (ToolCall, Reasoning)) for b in blocks):
+        canonical = "assistant"  # no role given, but only the model calls functions and thinks
     return Message(role=canonical, blocks=blocks, extras={NAME: extras} if extras else {},
                    form={NAME: form} if form else {})
 
