@@ -188,6 +188,13 @@ def _source_lacks(ctx: Context) -> Iterator[Found]:
                    "elsewhere, or accept the gap)", {})
 
 
+def _continues(result: ToolResult) -> bool:
+    """A result that announces more for its call: a Gemini non-blocking call answers as a generator,
+    each response but the last saying `willContinue`."""
+    extras = result.extras.get("gemini") or {}
+    return True in (extras.get("functionResponse.willContinue"), extras.get("functionResponse.will_continue"))
+
+
 def _pairing(ctx: Context) -> Iterator[Found]:
     answered: dict[str, Where] = {}
     results_for: dict[str, list[Where]] = {}  # call id -> where its results are, for the unanswered check
@@ -207,7 +214,7 @@ def _pairing(ctx: Context) -> Iterator[Found]:
             first = answered[result.call_id]
             yield ("duplicate_result", where, block_path(*where),
                    f"call '{call[1].name}' was already answered at {block_path(*first)}: keep one result", {})
-        else:
+        elif not _continues(result):
             answered[result.call_id] = where
         if result.name is not None and result.name != call[1].name:
             yield ("result_name_mismatch", where, block_path(*where),

@@ -346,8 +346,11 @@ def test_bad_request_names_path(body, path):
 
 def test_bad_response_and_messages_name_path():
     with pytest.raises(ParseError) as err:
-        gemini.parse({"candidates": [{"content": {"role": "model", "parts": [{"text": None}]}}]})
+        gemini.parse({"candidates": [{"content": {"role": "model", "parts": [{"text": 5}]}}]})
     assert err.value.path == "$.candidates[0].content.parts[0].text"
+    with pytest.raises(ParseError) as err:  # null is an unset field: the part holds nothing
+        gemini.parse({"candidates": [{"content": {"role": "model", "parts": [{"text": None}]}}]})
+    assert err.value.path == "$.candidates[0].content.parts[0]"
     with pytest.raises(ParseError) as err:
         gemini.parse({"candidates": "none"}, shape="response")
     assert err.value.path == "$.candidates"

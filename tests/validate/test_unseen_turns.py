@@ -129,3 +129,22 @@ def test_the_model_comes_from_the_uri_when_no_body_names_it():
     conv = parse_record(record, "x:1")
     assert conv.meta.model == "gemini-3-pro-preview"
     assert [i.code for i in validate(conv)] == ["gemini_call_signature"]
+
+
+def test_a_non_blocking_call_answered_as_a_generator_is_no_duplicate_result():
+    # Each response but the last says willContinue; one after the last is a duplicate again.
+    def answer(output, **more):
+        return {"role": "user", "parts": [{"functionResponse": {"id": "t1", "name": "track", "response": {
+            "output": output}, **more}}]}
+
+    def codes(*answers):
+        contents = [{"role": "user", "parts": [{"text": "Track P-7."}]},
+                    {"role": "model", "parts": [{"functionCall": {"id": "t1", "name": "track", "args": {}}}]}]
+        for item in answers:
+            contents += [item, {"role": "model", "parts": [{"text": "Noted."}]}]
+        tools = [{"functionDeclarations": [{"name": "track", "behavior": "NON_BLOCKING"}]}]
+        return [i.code for i in validate(formats.parse({"contents": contents, "tools": tools}, "gemini"))]
+
+    assert codes(answer("moving", willContinue=True), answer("delivered", scheduling="INTERRUPT")) == []
+    assert codes(answer("moving", will_continue=True), answer("delivered")) == []
+    assert codes(answer("moving"), answer("delivered")) == ["duplicate_result"]

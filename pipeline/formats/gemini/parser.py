@@ -7,11 +7,11 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from ...conversation import Conversation, Media, Message, Meta, Text
+from ...conversation import Conversation, Media, Message, Meta, Reasoning, Text, ToolCall
 from ...errors import ConfigError, ParseError, ShapeError
 from ..base import SHAPES
 from .detection import detect
-from .parts import CAMEL, NAME, _bad
+from .parts import CAMEL, NAME, _bad, unset
 from .reader import PartReader
 from .tools import parse_tools
 
@@ -51,6 +51,9 @@ def _parse_request(obj: Any, reader: PartReader) -> Conversation:
     contents = system = tools = _ABSENT
     extras: dict[str, Any] = {}
     form: dict[str, Any] = {}
+    obj, nulls = unset(obj)
+    if nulls:
+        form["nulls"] = nulls
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name == "contents":
@@ -97,6 +100,7 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
     role: Any = _ABSENT
     parts: Any = _ABSENT
     extras = None
+    obj, nulls = unset(obj)
     for key, value in obj.items():
         if key == "role":
             role = value
@@ -105,7 +109,7 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
         else:
             extras = extras or {}
             extras[key] = value
-    form: dict[str, Any] = {}
+    form: dict[str, Any] = {"nulls": nulls} if nulls else {}
     if role is _ABSENT:
         canonical = "assistant" if candidate else "user"
         form["no_role"] = True
@@ -127,6 +131,8 @@ def _content(obj: Any, path: str, reader: PartReader, candidate: bool = False) -
     else:
         part = reader.part
         blocks = tuple(part(p, f"{path}.parts[{i}]") for i, p in enumerate(parts))
+    if role is _ABSENT and any(isinstance(b, (ToolCall, Reasoning)) for b in blocks):
+        canonical = "assistant"  # no role given, but only the model calls functions and thinks
     return Message(role=canonical, blocks=blocks, extras={NAME: extras} if extras else {},
                    form={NAME: form} if form else {})
 
@@ -138,7 +144,8 @@ def _parse_system(value: Any, path: str, strict: bool) -> tuple[tuple, dict | No
         return (Text(value),), {"string": True}
     if not isinstance(value, dict):
         raise _bad(value, "'systemInstruction' must be an object or a string", path)
-    layout: dict[str, Any] = {}
+    value, nulls = unset(value)
+    layout: dict[str, Any] = {"nulls": nulls} if nulls else {}
     parts: Any = _ABSENT
     for key, item in value.items():
         if key == "parts":
@@ -170,6 +177,9 @@ def _parse_response(obj: Any, reader: PartReader) -> Conversation:
     snake: list[str] = []
     candidates: Any = _ABSENT
     meta: dict[str, Any] = {}
+    obj, nulls = unset(obj)
+    if nulls:
+        form["nulls"] = nulls
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name != key:
@@ -197,6 +207,13 @@ def _parse_response(obj: Any, reader: PartReader) -> Conversation:
             meta["stop_reason"] = stop
         if len(candidates) > 1:
             extras["candidates"] = candidates[1:]  # only the first becomes the assistant turn
+            reader.notes.append(f"$.candidates: {len(candidates)} candidates (candidateCount); the first is "
+                                "the assistant turn")
+    if not messages:
+        feedback = extras.get("promptFeedback", extras.get("prompt_feedback"))
+        reason = feedback.get("blockReason", feedback.get("block_reason")) if isinstance(feedback, dict) else None
+        if reason is not None:  # said where the record lands, since an exchange keeps no response field
+            reader.notes.append(f"$.promptFeedback: the prompt was blocked ({reason}): the response holds no turn")
     return Conversation(messages=messages, meta=Meta(**meta), extras={NAME: extras} if extras else {},
                         form={NAME: form} if form else {})
 
@@ -208,6 +225,7 @@ def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | 
     stop = None
     extras: dict[str, Any] = {}
     snake = []
+    obj, nulls = unset(obj)
     for key, value in obj.items():
         name = CAMEL.get(key, key)
         if name == "content":
@@ -223,10 +241,16 @@ def _candidate(obj: Any, path: str, reader: PartReader) -> tuple[Message, str | 
         message = Message(role="assistant", form={NAME: {"no_content": True}})
     else:
         message = _content(content, f"{path}.content", reader, candidate=True)
-    if extras or snake:
+    if extras or snake or nulls:
         form = dict(message.form.get(NAME) or {})
         if snake:
             form["snake"] = snake
+        if nulls:
+            form["candidate_nulls"] = nulls
+        if extras:
+            # Candidate fields share the message's extras with the content's own unknown keys; which
+            # are which decides where they are written back (and that a request has no place for them).
+            form["candidate"] = list(extras)
         message = replace(message, extras={NAME: {**(message.extras.get(NAME) or {}), **extras}} if extras else
                           message.extras, form={NAME: form})
     return message, stop

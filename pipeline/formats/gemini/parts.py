@@ -33,3 +33,22 @@ def k(name: str, snake: Any) -> str:
 
 def _bad(value: Any, what: str, path: str) -> ParseError:
     return ParseError(f"{what}, got {_type_name(value)}", path=path)
+
+
+def unset(obj: dict) -> tuple[dict, list[str]]:
+    """The fields of a wire object that are set, and the keys given as null. JSON null is an unset field
+    (the API reads JSON as protobuf does), and the SDKs' `model_dump()` writes one for every field left
+    out, so `{"text": "hi", "inline_data": null}` is a text part. The keys are layout, kept in
+    `form["gemini"]["nulls"]` so a same-format round trip writes them back."""
+    nulls = [key for key, value in obj.items() if value is None]
+    return ({key: value for key, value in obj.items() if value is not None}, nulls) if nulls else (obj, nulls)
+
+
+def put_nulls(obj: dict, nulls: Any) -> dict:
+    """Write back the null fields `unset` took out; `outer.inner` names one inside the object at `outer`."""
+    for key in nulls or ():
+        outer, _, inner = key.rpartition(".")
+        target = obj.get(outer) if outer else obj
+        if isinstance(target, dict):
+            target.setdefault(inner, None)
+    return obj

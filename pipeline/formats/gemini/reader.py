@@ -9,7 +9,7 @@ from ...conversation import Block, Media, Opaque, Reasoning, Text, ToolCall, Too
 from ...errors import ParseError
 from ...ids import CallIds
 from ..base import CallIndex
-from .parts import CAMEL, NAME, _bad, k
+from .parts import CAMEL, NAME, _bad, k, unset
 
 # Server-side tool traffic: kept verbatim as Opaque, with what it is for reports.
 _HOSTED = {"executableCode": "call", "codeExecutionResult": "result", "toolCall": "call", "toolResponse": "result"}
@@ -44,6 +44,8 @@ class PartReader:
     def part(self, part: Any, path: str) -> Block:
         if not isinstance(part, dict):
             raise _bad(part, "a part must be an object", path)
+        whole = part
+        part, nulls = unset(part)
         data_key = data = None
         thought: Any = _ABSENT
         sig = None
@@ -72,6 +74,8 @@ class PartReader:
                     extras = {}
                 extras[key] = value
         form: dict[str, Any] = {"snake": snake} if snake else {}
+        if nulls:
+            form["nulls"] = nulls
         match data_key:
             case "text":
                 if not isinstance(data, str):
@@ -86,7 +90,7 @@ class PartReader:
                 if unknown or (thought is _ABSENT and sig is None):
                     if not part:
                         raise ParseError("a part must hold data (text, inlineData, functionCall, ...)", path=path)
-                    return self._unknown(unknown[0] if unknown else next(iter(part)), part, path)
+                    return self._unknown(unknown[0] if unknown else next(iter(part)), whole, path)
                 # A bare signature (or an empty thought): reasoning state without visible text.
                 if thought is _ABSENT:
                     form["no_thought"] = True
@@ -95,6 +99,10 @@ class PartReader:
                 return Reasoning(signature=sig, origin=NAME, extras=_slots(extras), form=_slots(form))
         if thought is not _ABSENT:
             form["thought"] = thought
+        if isinstance(data, dict) and data_key in ("inlineData", "fileData", "functionCall", "functionResponse"):
+            data, inner = unset(data)
+            if inner:
+                form["nulls"] = [*nulls, *(f"{k(data_key, snake)}.{key}" for key in inner)]
         match data_key:
             case "inlineData" | "fileData":
                 return self._media(data_key, data, sig, extras, form, f"{path}.{k(data_key, snake)}")
@@ -104,7 +112,7 @@ class PartReader:
                 return self._result(data, sig, extras, form, f"{path}.{k(data_key, snake)}")
             case _:
                 hint = _HOSTED[data_key]
-                return Opaque(provider=NAME, item_type=data_key, payload=part, role_hint=hint,
+                return Opaque(provider=NAME, item_type=data_key, payload=whole, role_hint=hint,
                               name=_hosted_name(data_key, data))
 
     def _unknown(self, item_type: str, part: dict, path: str) -> Opaque:

@@ -12,7 +12,7 @@ from ...conversation import Conversation, Message, Text, ToolResult
 from ...errors import ConfigError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
-from .parts import NAME, k
+from .parts import NAME, k, put_nulls
 from .tools import foreign_params, write_tools
 from .writer import PartWriter
 
@@ -61,7 +61,7 @@ def _write_request(conv: Conversation, own: bool, ledger: Ledger) -> dict:
         else:
             body.update(own_params)
     foreign_params(conv, body, ledger)
-    return body
+    return put_nulls(body, form.get("nulls")) if own and conv.meta.shape != "response" else body
 
 
 def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]:
@@ -95,7 +95,7 @@ def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]
         if message.blocks and not parts:
             ledger.add("dropped", mpath, "nothing in this message can be written in Gemini")
             continue
-        content = _content_out(message, parts, mpath, ledger, same_shape)
+        content = _content_out(message, parts, mpath, ledger, same_shape, own)
         out.append(content)
         open_moved = None
         if moved:
@@ -105,7 +105,7 @@ def _write_contents(conv: Conversation, own: bool, ledger: Ledger) -> list[dict]
     return out
 
 
-def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same_shape: bool) -> dict:
+def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same_shape: bool, own: bool) -> dict:
     form = message.form.get(NAME) or {}
     content: dict[str, Any] = {}
     match message.role:
@@ -128,12 +128,17 @@ def _content_out(message: Message, parts: list, mpath: str, ledger: Ledger, same
         content["parts"] = parts
     extras = message.extras.get(NAME)
     if extras:
-        if same_shape:
-            content.update(extras)
-        else:
-            for key in extras:
-                ledger.add("dropped", mpath, f"candidate field '{key}' has no place in a request")
-    return content
+        # A response's candidate fields (finishMessage, groundingMetadata...) describe the answer, not
+        # the turn: a request content has no place for them.
+        candidate = form.get("candidate", ()) if own else extras
+        for key, value in extras.items():
+            if key in candidate:
+                # The turn is the first candidate's: its position (index 0) says nothing a request loses.
+                if not (key == "index" and value == 0):
+                    ledger.add("dropped", mpath, f"candidate field '{key}' has no place in a request")
+            else:
+                content[key] = value
+    return put_nulls(content, form.get("nulls")) if own else content
 
 
 def _message_fields(message: Message, mpath: str, ledger: Ledger) -> None:
@@ -165,7 +170,7 @@ def _write_system(conv: Conversation, layout: dict | None, ledger: Ledger) -> An
         system["role"] = layout["role"]
     if parts or not layout.get("no_parts"):
         system["parts"] = parts
-    return system
+    return put_nulls(system, layout.get("nulls"))
 
 
 def _drop_context(conv: Conversation, ledger: Ledger, what: str) -> None:
@@ -222,13 +227,13 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
             ledger.add("dropped", mpath, "media of a tool result has no place in a response")
         mform = (message.form.get(NAME) or {}) if same_shape else {}
         candidate: dict[str, Any] = {}
+        content: dict[str, Any] = {}
         if not mform.get("no_content"):
-            content: dict[str, Any] = {}
             if not mform.get("no_role"):
                 content["role"] = mform.get("role", "model")
             if parts or not mform.get("no_parts"):
                 content["parts"] = parts
-            candidate["content"] = content
+            candidate["content"] = put_nulls(content, mform.get("nulls"))
         stop = meta.stop_reason
         if stop is not None and not own:
             stop = _FOREIGN_STOP.get(stop)
@@ -239,11 +244,13 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
         extras = message.extras.get(NAME)
         if extras:
             if same_shape:
-                candidate.update(extras)
+                on_candidate = mform.get("candidate", extras)
+                for key, value in extras.items():
+                    (candidate if key in on_candidate or mform.get("no_content") else content)[key] = value
             else:
                 for key in extras:
                     ledger.add("dropped", mpath, f"content field '{key}' has no place in a response")
-        body[k("candidates", snake)] = [candidate]
+        body[k("candidates", snake)] = [put_nulls(candidate, mform.get("candidate_nulls"))]
     elif not form.get("no_candidates"):
         body["candidates"] = []
     if meta.usage is not UNSET:
@@ -266,7 +273,7 @@ def _write_response(conv: Conversation, own: bool, ledger: Ledger) -> dict:
                 body["candidates"] = [*body["candidates"], *value]
             else:
                 body[key] = value
-    return body
+    return put_nulls(body, form.get("nulls"))
 
 
 def _foreign_usage(usage: Any, ledger: Ledger) -> dict | None:

@@ -8,11 +8,11 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ...conversation import Conversation, Tool
+from ...conversation import Conversation, Reasoning, Tool, iter_blocks
 from ...errors import ParseError
 from ...ledger import Ledger
 from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
-from .parts import CAMEL, NAME, _bad
+from .parts import CAMEL, NAME, _bad, put_nulls, unset
 
 
 # --- tool definitions ------------------------------------------------------------------------------
@@ -34,7 +34,9 @@ def parse_tools(value: Any) -> tuple[tuple[Tool, ...], list]:
             raise _bad(entry, "a tool must be an object", path)
         groups = []
         for key, item in entry.items():
-            if CAMEL.get(key, key) == "functionDeclarations":
+            if item is None:  # an unset kind of tool (an SDK dump names them all): layout only
+                groups.append([key, None])
+            elif CAMEL.get(key, key) == "functionDeclarations":
                 if not isinstance(item, list):
                     raise _bad(item, f"'{key}' must be an array", f"{path}.{key}")
                 tools.extend(_declaration(d, f"{path}.{key}[{di}]") for di, d in enumerate(item))
@@ -54,14 +56,15 @@ def _declaration(d: Any, path: str) -> Tool:
     params_key = None
     extras: dict[str, Any] = {}
     form: dict[str, Any] = {}
+    d, nulls = unset(d)  # `description: null` included: the API takes it as no description
+    if nulls:
+        form["nulls"] = nulls
     for key, value in d.items():
         canonical = CAMEL.get(key, key)
         if key == "name":
             name = value
         elif key == "description":
-            if value is None:
-                form["description"] = "null"  # the API takes null as no description; written back as sent
-            elif not isinstance(value, str):
+            if not isinstance(value, str):
                 raise _bad(value, "'description' must be a string or null", f"{path}.description")
             description = value
         elif canonical == "parametersJsonSchema" or (key == "parameters" and params_key is None):
@@ -95,7 +98,9 @@ def write_tools(tools: tuple[Tool, ...], layout: list | None, ledger: Ledger) ->
         for groups in layout:
             entry: dict[str, Any] = {}
             for key, count in groups:
-                if CAMEL.get(key, key) == "functionDeclarations":
+                if count is None:
+                    entry[key] = None
+                elif CAMEL.get(key, key) == "functionDeclarations":
                     entry[key] = [_declaration_out(next(it), ledger, "") for _ in range(count)]
                 else:
                     entry.update(next(it).extras[NAME])
@@ -124,6 +129,8 @@ def _layout_fits(layout: Any, tools: tuple[Tool, ...]) -> bool:
     try:
         for groups in layout:
             for key, count in groups:
+                if count is None:
+                    continue
                 if CAMEL.get(key, key) == "functionDeclarations":
                     if any(t.kind == "hosted" for t in tools[i:i + count]) or i + count > len(tools):
                         return False
@@ -140,7 +147,7 @@ def _layout_fits(layout: Any, tools: tuple[Tool, ...]) -> bool:
 def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
     form = tool.form.get(NAME) or {}
     out: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None or form.get("description") == "null":
+    if tool.description is not None:
         out["description"] = tool.description
     params = tool.parameters
     if tool.kind == "custom":
@@ -154,7 +161,7 @@ def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
     extras = tool.extras.get(NAME)
     if extras:
         out.update(extras)
-    return out
+    return put_nulls(out, form.get("nulls"))
 
 
 # --- other providers' request parameters -------------------------------------------------------------
@@ -252,7 +259,8 @@ def _tool_choice(value: Any) -> tuple[dict | None, list[str]]:
 
 def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
     """(kind, path, reason) for layout of a Gemini record that `target` cannot keep, so that writing it
-    back to Gemini differs: the systemInstruction role, OpenAPI-style `parameters`/`responseSchema`."""
+    back to Gemini differs: the systemInstruction role, OpenAPI-style `parameters`/`responseSchema`, the
+    thought flag on a part that is not reasoning text."""
     form = conv.form.get(NAME) or {}
     out = []
     system = form.get("system")
@@ -263,6 +271,11 @@ def form_losses(conv: Conversation, target: str) -> list[tuple[str, str, str]]:
         if (tool.form.get(NAME) or {}).get("params") == "parameters":
             out.append(("folded", f"$.tools[{ti}]", "Gemini OpenAPI-style 'parameters' carried as JSON Schema "
                                                     "(types in lower case); Gemini gets them back as parametersJsonSchema"))
+    for mi, bi, block in iter_blocks(conv):
+        # An interim image the model thought in is a Media marked `thought: true`: elsewhere, plain content.
+        if not isinstance(block, Reasoning) and (getattr(block, "form", {}).get(NAME) or {}).get("thought") is True:
+            out.append(("folded", f"$.messages[{mi}].blocks[{bi}]", f"Gemini marks this part as a thought; {target} "
+                                                                    "has no thought flag for it: written as content"))
     config = (conv.extras.get(NAME) or {}).get("generationConfig")
     if isinstance(config, dict) and "responseSchema" in config and target != "anthropic":  # anthropic drops it
         out.append(("folded", "$", "Gemini OpenAPI-style responseSchema carried as JSON Schema; Gemini gets it back "

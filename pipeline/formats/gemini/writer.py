@@ -9,7 +9,7 @@ from msgspec import UNSET
 
 from ...conversation import Block, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
-from .parts import NAME, SNAKE, k
+from .parts import NAME, SNAKE, k, put_nulls
 
 # Prefixes of extras keys that belong inside the data object rather than on the part.
 _INNER = ("functionCall.", "functionResponse.", "inlineData.", "fileData.")
@@ -64,7 +64,7 @@ class PartWriter:
         if form and "thought" in form:
             part["thought"] = form["thought"]
         _put_extras(part, block.extras.get(NAME))
-        return part
+        return put_nulls(part, form and form.get("nulls"))
 
     def media(self, block: Media, path: str, inner: bool = False) -> dict | None:
         """An inlineData or fileData part; None (with a ledger entry) when Gemini has no place for it."""
@@ -100,7 +100,7 @@ class PartWriter:
         if "thought" in form:
             part["thought"] = form["thought"]
         _put_extras(part, block.extras.get(NAME))
-        return part
+        return put_nulls(part, form.get("nulls"))
 
     def call(self, block: ToolCall, path: str) -> dict:
         form = block.form.get(NAME) or {}
@@ -130,7 +130,7 @@ class PartWriter:
         if "thought" in form:
             part["thought"] = form["thought"]
         _put_extras(part, block.extras.get(NAME))
-        return part
+        return put_nulls(part, form.get("nulls"))
 
     def result(self, block: ToolResult, path: str, moved: list) -> dict:
         form = block.form.get(NAME) or {}
@@ -174,7 +174,7 @@ class PartWriter:
         if "thought" in form:
             part["thought"] = form["thought"]
         _put_extras(part, block.extras.get(NAME))
-        return part
+        return put_nulls(part, form.get("nulls"))
 
     def _response(self, block: ToolResult, path: str) -> dict:
         """The `response` object: the structured output as is, else the text wrapped under 'output'
@@ -218,7 +218,7 @@ class PartWriter:
             if block.summary or block.redacted is not None or block.encrypted is not None:
                 self.ledger.add("dropped", path, "reasoning summary or other providers' state on gemini reasoning")
             _put_extras(part, block.extras.get(NAME))
-            parts.append(part)
+            parts.append(put_nulls(part, form.get("nulls")))
             return
         origin = block.origin or "an unknown provider"
         if block.signature is not None or block.redacted is not None or block.encrypted is not None:

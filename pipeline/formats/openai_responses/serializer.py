@@ -29,6 +29,10 @@ _REQUEST_PARAMS = frozenset({
     "top_p", "truncation", "user",
 })
 _INCOMPLETE_STOPS = frozenset({"max_tokens", "length", "MAX_TOKENS", "max_output_tokens"})
+_FILTERED_STOPS = frozenset({"content_filter", "refusal", "SAFETY", "RECITATION"})
+# Other providers' stop reasons that a `completed` status says (the rest are ledgered when written so).
+_COMPLETED_STOPS = frozenset({"completed", "stop", "end_turn", "tool_use", "tool_calls", "stop_sequence",
+                              "function_call", "pause_turn", "STOP"})
 
 
 def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None = None) -> Any:
@@ -143,11 +147,15 @@ def _write_foreign_response(conv: Conversation, form: dict, writer: Writer, ledg
     created = _epoch(meta.created)
     if created is not None:
         body["created_at"] = created
-    if meta.stop_reason in _INCOMPLETE_STOPS:
+    if meta.stop_reason in _INCOMPLETE_STOPS or meta.stop_reason in _FILTERED_STOPS:
         body["status"] = "incomplete"
-        body["incomplete_details"] = {"reason": "max_output_tokens"}
+        body["incomplete_details"] = {
+            "reason": "max_output_tokens" if meta.stop_reason in _INCOMPLETE_STOPS else "content_filter"}
     else:
         body["status"] = "completed"
+        if meta.stop_reason is not None and meta.stop_reason not in _COMPLETED_STOPS:
+            ledger.add("dropped", "$.meta.stop_reason", f"stop reason '{meta.stop_reason}' has no "
+                       "openai-responses equivalent: wrote status 'completed'")
     model = (own(conv.extras) or {}).get("model") if meta.provider == NAME else None
     if isinstance(model, str):
         body["model"] = model

@@ -8,11 +8,15 @@ patches the metadata (its `messages`, when present, replace the list); `{"$rewin
 message and everything after it. The older recordings are one JSON document with `messages`.
 
 A `gemini` record is one model turn: its thoughts, its text, then its calls; the results recorded on the
-calls (`result`: functionResponse parts) form the tool message after it.
+calls (`result`: functionResponse parts) form the tool message after it. Newer CLIs rewrite the list from
+the history they send the model (`$set.messages`): a gemini record's content then holds the model's own
+parts (thoughts, signed text and calls, in order) and the tool answers become user records of
+functionResponse parts; a call or an answer logged both ways is read once.
 
 What a recording cannot carry: thoughts are only summaries (`subject`, `description`), no thought
-signature; the tool definitions are not logged; long tool output may be cut short; and the order of text
-and calls within a turn is not kept (text is placed first).
+signature, unless the record holds the model's parts; the tool definitions are not logged; long tool
+output may be cut short; and the order of text and calls within a turn is not kept (text is placed first)
+unless the record holds the model's parts.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any, Iterator
 import orjson
 
 from ... import jsonpolicy
-from ...conversation import Conversation, Media, Message, Meta, Reasoning, Text, ToolCall, ToolResult
+from ...conversation import Conversation, Media, Message, Meta, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...errors import InputError, ParseError
 from ..blocks import Calls, media
 from ..readers import RawRecord, open_bytes
@@ -117,10 +121,11 @@ def _replay(path: str | Path, limit: int) -> Recording:
                 order = {m["id"]: m for m in patch["messages"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
                 lines = {k: line.number for k in order}
             metadata.update({k: v for k, v in patch.items() if k != "messages"})
-        elif isinstance(value.get("id"), str) and "type" in value:
+        elif isinstance(value.get("id"), str):
             order[value["id"]] = value  # an upsert: a later write of the same id replaces it in place
             lines[value["id"]] = line.number
-        elif "sessionId" in value and not metadata:
+        elif isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str):
+            # The metadata line; a later one (a resumed or migrated session) updates it, as the CLI reads it.
             metadata.update({k: v for k, v in value.items() if k != "messages"})
             for m in value.get("messages") or []:
                 if isinstance(m, dict) and isinstance(m.get("id"), str):
@@ -139,6 +144,8 @@ def to_conversation(recording: Recording, *, strict: bool = False) -> Conversati
     notes = list(recording.notes)
     models: list[str] = []
     thoughts = results = 0
+    unordered = False
+    answered: set[str] = set()  # call ids whose result is already read
     for i, record in enumerate(recording.messages):
         kind = record.get("type") if isinstance(record.get("type"), str) else None
         record_id = record.get("id") if isinstance(record.get("id"), str) else None
@@ -149,30 +156,47 @@ def to_conversation(recording: Recording, *, strict: bool = False) -> Conversati
                 notes.append(f"message {record_id} (line {recording.lines.get(record_id or '', '?')}) of "
                              f"unknown type {kind!r} skipped")
             continue
-        content = _content(record.get("content"), f"{path}.content")
+        blocks, replies = _parts(record.get("content"), f"{path}.content", calls)
         origin = {NAME: {k: v for k, v in (("id", record_id), ("line", recording.lines.get(record_id or "")),
                                           ("timestamp", record.get("timestamp")), ("tokens", record.get("tokens")))
                          if v is not None}}
         if kind == "user":
-            if content:
-                messages.append(Message("user", tuple(content), extras=origin))
+            answers = []
+            for part, where in replies:  # a tool turn synced from the history: answers not read yet
+                reply = _get(part, "functionResponse", "function_response")
+                reply_id = reply.get("id") if isinstance(reply.get("id"), str) else None
+                if reply_id is None or reply_id not in answered:
+                    if not isinstance(reply.get("name"), str):
+                        raise ParseError("a functionResponse needs a 'name'", path=where)
+                    answers.append(_result(calls, {"name": reply["name"], "result": [part]}, reply_id, where))
+                    answered.update([reply_id] if reply_id else [])
+            if answers:
+                results += len(answers)
+                messages.append(Message("tool", tuple(answers)))
+            if blocks:
+                messages.append(Message("user", tuple(blocks), extras=origin))
             continue
-        blocks: list = []
-        for thought in record.get("thoughts") or []:
-            if isinstance(thought, dict):
-                subject, text = thought.get("subject"), thought.get("description")
-                blocks.append(Reasoning(summary=(": ".join(s for s in (subject, text) if isinstance(s, str) and s),)))
-                thoughts += 1
-        blocks += content
-        answers: list[ToolResult] = []
+        if replies:
+            raise ParseError("a model turn cannot hold a functionResponse", path=replies[0][1])
+        logged = {b.provider_id for b in blocks if isinstance(b, ToolCall) and b.provider_id}
+        if not any(isinstance(b, Reasoning) for b in blocks):  # the model's own thoughts beat their summaries
+            summaries = [Reasoning(summary=(": ".join(s for s in (t.get("subject"), t.get("description"))
+                                                      if isinstance(s, str) and s),))
+                         for t in record.get("thoughts") or [] if isinstance(t, dict)]
+            thoughts += len(summaries)
+            blocks = summaries + blocks
+        answers = []
         for j, call in enumerate(record.get("toolCalls") or []):
             where = f"{path}.toolCalls[{j}]"
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                 raise ParseError("a tool call needs a 'name'", path=where)
             call_id = call.get("id") if isinstance(call.get("id"), str) else None
-            blocks.append(calls.call(call["name"], call.get("args"), call_id))
-            if call.get("result") is not None:
+            if call_id is None or call_id not in logged:
+                unordered = unordered or any(isinstance(b, Text) for b in blocks)
+                blocks.append(calls.call(call["name"], call.get("args"), call_id))
+            if call.get("result") is not None and (call_id is None or call_id not in answered):
                 answers.append(_result(calls, call, call_id, f"{where}.result"))
+                answered.update([call_id] if call_id else [])
                 results += 1
         if isinstance(record.get("model"), str) and record["model"] not in models:
             models.append(record["model"])
@@ -184,7 +208,9 @@ def to_conversation(recording: Recording, *, strict: bool = False) -> Conversati
         lacks.append("source_reasoning_summary_only")
     if any(isinstance(b, ToolCall) for m in messages for b in m.blocks):
         lacks.append("source_no_tool_list")
-        notes.append("Gemini CLI recordings do not log the tool definitions, nor the order of text and calls in a turn")
+        notes.append("Gemini CLI recordings do not log the tool definitions")
+    if unordered:
+        notes.append("the order of text and calls in a turn is not logged: text placed first")
     if results:
         lacks.append("source_tool_output_truncated")
     meta = recording.metadata
@@ -197,28 +223,51 @@ def to_conversation(recording: Recording, *, strict: bool = False) -> Conversati
         extras={NAME: {**extras, "models": models, "skipped": dict(sorted(skipped.items()))}})
 
 
-def _content(value: Any, path: str) -> list:
-    """PartListUnion: a string, a part, or a list of them (text, inlineData, fileData)."""
+def _get(obj: dict, camel: str, snake: str) -> Any:
+    return obj[camel] if camel in obj else obj.get(snake)
+
+
+def _parts(value: Any, path: str, calls: Calls) -> tuple[list, list[tuple[dict, str]]]:
+    """PartListUnion (a string, a part, or a list of them) as blocks, with its functionResponse parts
+    (and their paths) apart: only a user record holds them, as the answers of a tool turn."""
     if value is None or value == "":
-        return []
+        return [], []
     if isinstance(value, str):
-        return [Text(value)]
-    parts = value if isinstance(value, list) else [value]
-    out: list = []
-    for k, part in enumerate(parts):
+        return [Text(value)], []
+    blocks: list = []
+    replies: list[tuple[dict, str]] = []
+    for k, part in enumerate(value if isinstance(value, list) else [value]):
+        where = f"{path}[{k}]" if isinstance(value, list) else path
         if isinstance(part, str):
-            out.append(Text(part))
-        elif isinstance(part, dict) and isinstance(part.get("text"), str):
-            out.append(Text(part["text"]))
-        elif isinstance(part, dict) and isinstance(part.get("inlineData"), dict):
-            blob = part["inlineData"]
-            out.append(media(None, blob.get("mimeType"), data=blob.get("data")))
-        elif isinstance(part, dict) and isinstance(part.get("fileData"), dict):
-            ref = part["fileData"]
-            out.append(media(None, ref.get("mimeType"), url=ref.get("fileUri")))
+            blocks.append(Text(part))
+            continue
+        if not isinstance(part, dict):
+            raise ParseError("a content part must be a string or an object", path=where)
+        signature = _get(part, "thoughtSignature", "thought_signature")
+        signature = signature if isinstance(signature, str) else None
+        call = _get(part, "functionCall", "function_call")
+        blob = _get(part, "inlineData", "inline_data")
+        ref = _get(part, "fileData", "file_data")
+        if isinstance(part.get("text"), str):
+            thought = part.get("thought") is True
+            blocks.append(Reasoning(text=part["text"], signature=signature, origin="gemini") if thought
+                          else Text(part["text"], signature=signature))
+        elif isinstance(call, dict) and isinstance(call.get("name"), str):
+            call_id = call.get("id") if isinstance(call.get("id"), str) else None
+            blocks.append(calls.call(call["name"], call.get("args"), call_id, signature=signature))
+        elif isinstance(_get(part, "functionResponse", "function_response"), dict):
+            replies.append((part, where))
+        elif isinstance(blob, dict):
+            blocks.append(media(None, _get(blob, "mimeType", "mime_type"), data=blob.get("data")))
+        elif isinstance(ref, dict):
+            blocks.append(media(None, _get(ref, "mimeType", "mime_type"), url=_get(ref, "fileUri", "file_uri")))
+        elif signature is not None and set(part) <= {"thoughtSignature", "thought_signature", "thought"}:
+            blocks.append(Reasoning(signature=signature, origin="gemini"))  # signed state without text
+        elif part:  # executableCode and the like: kept whole, for Gemini alone
+            blocks.append(Opaque(provider="gemini", item_type=next(iter(part)), payload=part))
         else:
-            raise ParseError("a content part must be text, inlineData or fileData", path=f"{path}[{k}]")
-    return out
+            raise ParseError("a content part must hold data (text, inlineData, functionCall...)", path=where)
+    return blocks, replies
 
 
 def _result(calls: Calls, call: dict, call_id: str | None, path: str) -> ToolResult:
@@ -227,19 +276,26 @@ def _result(calls: Calls, call: dict, call_id: str | None, path: str) -> ToolRes
     pieces: list[Text | Media] = []
     output: Any = None
     for k, part in enumerate(parts):
-        response = part.get("functionResponse") if isinstance(part, dict) else None
+        where = f"{path}[{k}]"
+        response = _get(part, "functionResponse", "function_response") if isinstance(part, dict) else None
+        inner: Any = part
         if isinstance(response, dict):
             body = response.get("response")
             if isinstance(body, dict) and set(body) <= {"output", "error"} and isinstance(body.get("output", body.get("error")), str):
                 failed = failed or "error" in body
                 pieces.append(Text(body.get("output", body.get("error"))))
-            else:
+            elif body is not None:
                 output = body
-        else:
-            pieces += _content(part, f"{path}[{k}]")
+            inner = response.get("parts") or []  # media a tool returned inside its response (Gemini 3)
+            where = f"{where}.functionResponse.parts"
+        blocks, replies = _parts(inner, where, calls)
+        if replies or not all(isinstance(b, (Text, Media)) for b in blocks):
+            raise ParseError("a tool result holds text, media and function responses only", path=where)
+        pieces += blocks
     if output is not None and not pieces:
         return calls.result(call_id, output, is_error=failed, name=call["name"])
-    return calls.result(call_id, pieces, is_error=failed, name=call["name"])
+    return calls.result(call_id, pieces, is_error=failed, name=call["name"],
+                        **({"output": output} if output is not None else {}))
 
 
 __all__ = ["NAME", "Recording", "detect", "read_recording", "to_conversation"]

@@ -31,7 +31,18 @@ def is_partial(data: Any) -> bool:
     whole response too (a one-chunk stream is one), so only this tells a stream from a response."""
     candidates = data.get("candidates") if isinstance(data, dict) else None
     return (isinstance(candidates, list) and bool(candidates) and all(isinstance(c, dict) for c in candidates)
-            and not any("finishReason" in c or "finish_reason" in c for c in candidates))
+            and all(_get(c, "finishReason", "finish_reason") is None for c in candidates))  # null: not yet
+
+
+# The SDKs' snake_case spellings of what a streamed call says (the API accepts both).
+_CALL_CAMEL = {"will_continue": "willContinue", "partial_args": "partialArgs", "json_path": "jsonPath",
+               "string_value": "stringValue", "number_value": "numberValue", "bool_value": "boolValue",
+               "null_value": "nullValue"}
+
+
+def _camel(obj: dict, keep_nulls: bool = False) -> dict:
+    # JSON null is an unset field (SDK dumps write one for each), except a partial argument's nullValue.
+    return {_CALL_CAMEL.get(k, k): v for k, v in obj.items() if keep_nulls or v is not None}
 
 
 def _get(obj: dict, camel: str, snake: str) -> Any:
@@ -74,8 +85,7 @@ def _path(event: Event, text: Any) -> list[str | int]:
 class _StreamedCall:
     """A Vertex function call whose arguments arrive as partialArgs across chunks."""
 
-    def __init__(self, part: dict):
-        call = dict(_get(part, "functionCall", "function_call"))
+    def __init__(self, part: dict, call: dict):
         self.part = own({k: v for k, v in part.items() if k not in ("functionCall", "function_call")})
         self.call: dict[str, Any] = {k: own(v) for k, v in call.items()
                                      if k not in ("willContinue", "partialArgs", "args")}
@@ -83,15 +93,15 @@ class _StreamedCall:
         self.continuing: set[tuple] = set()
 
     def apply(self, event: Event, partial: Any) -> None:
-        partial = need_dict(event, partial, "a partialArgs entry")
+        partial = _camel(need_dict(event, partial, "a partialArgs entry"), keep_nulls=True)
         tokens = _path(event, partial.get("jsonPath"))
-        if "stringValue" in partial:
+        if partial.get("stringValue") is not None:
             value: Any = partial["stringValue"]
-        elif "numberValue" in partial:
+        elif partial.get("numberValue") is not None:
             value = _number(partial["numberValue"])
-        elif "boolValue" in partial:
+        elif partial.get("boolValue") is not None:
             value = partial["boolValue"]
-        elif "nullValue" in partial:
+        elif "nullValue" in partial:  # JSON null or "NULL_VALUE": the one value that is null
             value = None
         else:
             raise invalid(event, f"partialArgs entry for {partial.get('jsonPath')} has no value")
@@ -179,8 +189,10 @@ class _Candidate:
                 self.fields[key] = own(value)
 
     def _part(self, event: Event, part: dict) -> None:
+        part = {k: v for k, v in part.items() if v is not None}  # null is an unset field (SDK dumps)
         call = _get(part, "functionCall", "function_call")
         if isinstance(call, dict):
+            call = _camel(call)
             if not call:
                 self._close_streamed()  # the empty functionCall ends a streamed call; alone it says nothing
                 return
@@ -197,7 +209,7 @@ class _Candidate:
                 raise invalid(event, "partialArgs without a function call that announced willContinue")
             self._close_streamed()
             if call.get("willContinue"):
-                self.streamed = _StreamedCall(part)
+                self.streamed = _StreamedCall(part, call)
                 for partial in call.get("partialArgs") or ():
                     self.streamed.apply(event, partial)
                 return

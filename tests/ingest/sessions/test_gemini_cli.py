@@ -90,3 +90,66 @@ def test_legacy_single_document(tmp_path):
     path.write_text(json.dumps({**HEAD, "messages": [ASK, {"id": "c", "type": "gemini", "content": [{"text": "ok"}]}]}))
     [parsed] = iter_parsed([path])
     assert [(m.role, m.blocks[0].text) for m in parsed.conversation.messages] == [("user", "run it"), ("assistant", "ok")]
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def test_an_image_a_tool_returns_inside_its_function_response_is_kept(tmp_path):
+    # Gemini 3 takes a tool's media inside functionResponse.parts; the CLI records the result as sent.
+    read = {"id": "b", "type": "gemini", "content": "", "model": "gemini-3-pro-preview", "toolCalls": [
+        {"id": "r1", "name": "read_file", "args": {"absolute_path": "/w/chart.png"}, "status": "success",
+         "result": [{"functionResponse": {"id": "r1", "name": "read_file", "response": {"output": "Binary content"},
+                                          "parts": [{"inlineData": {"mimeType": "image/png", "data": PNG}}]}}]}]}
+    [parsed] = _recording(tmp_path, [HEAD, ASK, read])
+    (result,) = parsed.conversation.messages[2].blocks
+    assert [type(b).__name__ for b in result.content] == ["Text", "Media"]
+    assert (result.content[1].media_type, result.content[1].data) == ("image/png", PNG)
+
+
+def test_a_structured_response_beside_other_parts_is_kept(tmp_path):
+    call = {"id": "b", "type": "gemini", "content": "", "toolCalls": [
+        {"id": "m1", "name": "mcp_lookup", "args": {}, "status": "success",
+         "result": [{"functionResponse": {"id": "m1", "name": "mcp_lookup", "response": {"rows": 2, "ok": True}}},
+                    {"text": "two rows"}]}]}
+    [parsed] = _recording(tmp_path, [HEAD, ASK, call])
+    (result,) = parsed.conversation.messages[2].blocks
+    assert result.output == {"rows": 2, "ok": True} and result.content[0].text == "two rows"
+
+
+def test_messages_synced_from_the_model_history_keep_calls_signatures_and_results_once(tmp_path):
+    # Newer CLIs rewrite the message list from the history they send ($set.messages): a gemini record's
+    # content then holds the model's own parts (thoughts, signed calls) and tool answers become user records.
+    turn = {"id": "b", "type": "gemini", "model": "gemini-3-pro-preview", "content": [
+        {"text": "Checking the folder first.", "thought": True},
+        {"text": "Listing it.", "thoughtSignature": "U2lnVGV4dA=="},
+        {"functionCall": {"id": "ls-1", "name": "list_directory", "args": {"path": "."}}, "thoughtSignature": "U2lnQ2FsbA=="}],
+        "thoughts": [{"subject": "Checking", "description": "the folder first"}],
+        "toolCalls": [{"id": "ls-1", "name": "list_directory", "args": {"path": "."}, "status": "success",
+                       "result": [{"functionResponse": {"id": "ls-1", "name": "list_directory",
+                                                        "response": {"output": "a.txt"}}}]}]}
+    answers = {"id": "c", "type": "user", "content": [
+        {"functionResponse": {"id": "ls-1", "name": "list_directory", "response": {"output": "a.txt"}}}]}
+    late = {"id": "d", "type": "gemini", "content": [{"functionCall": {"id": "rd-1", "name": "read_file",
+                                                                       "args": {"absolute_path": "a.txt"}}}]}
+    late_answer = {"id": "e", "type": "user", "content": [
+        {"functionResponse": {"id": "rd-1", "name": "read_file", "response": {"output": "hello"}}},
+        {"text": "Also, be brief."}]}
+    [parsed] = _recording(tmp_path, [HEAD, {"$set": {"messages": [ASK, turn, answers, late, late_answer]}}])
+    conv = parsed.conversation
+    assert [m.role for m in conv.messages] == ["user", "assistant", "tool", "assistant", "tool", "user"]
+    reasoning, text, call = conv.messages[1].blocks
+    assert (reasoning.text, reasoning.signature, reasoning.origin) == ("Checking the folder first.", None, "gemini")
+    assert (text.text, text.signature) == ("Listing it.", "U2lnVGV4dA==")
+    assert (call.provider_id, call.signature) == ("ls-1", "U2lnQ2FsbA==")
+    assert [(r.call_id, r.content[0].text) for r in conv.messages[2].blocks] == [(call.id, "a.txt")]
+    (read,) = conv.messages[3].blocks
+    assert [(r.call_id, r.content[0].text) for r in conv.messages[4].blocks] == [(read.id, "hello")]
+    assert conv.messages[5].blocks[0].text == "Also, be brief."
+    assert "source_reasoning_summary_only" not in conv.meta.lacks
+
+
+def test_a_later_metadata_line_updates_the_metadata(tmp_path):
+    [parsed] = _recording(tmp_path, [HEAD, ASK, {"sessionId": "s", "projectHash": "h", "summary": "Ran it"}])
+    extras = parsed.conversation.extras["gemini-cli"]
+    assert extras["summary"] == "Ran it" and extras["skipped"] == {}
