@@ -15,6 +15,9 @@ from .items import KNOWN_ITEM_TYPES, MESSAGE_ROLES, NAME, item_side, parse_json_
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
 _CALL_HINT = frozenset({"mcp_call", "program"})
 _AUDIO_MEDIA_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+# Reasoning content parts holding visible reasoning: the API's, and the plain `text` that Codex CLI writes
+# for reasoning it got from Chat Completions servers.
+_REASONING_PARTS = frozenset({"reasoning_text", "text"})
 
 
 def _role_hint(item_type: str) -> str:
@@ -348,12 +351,14 @@ class Reader:
                     if not simple:
                         extras["summary"] = value
                 case "content" if isinstance(value, list) and value and all(
-                        isinstance(p, dict) and p.get("type") == "reasoning_text" and len(p) == 2
+                        isinstance(p, dict) and p.get("type") in _REASONING_PARTS and len(p) == 2
                         and isinstance(p.get("text"), str) for p in value):
                     texts = [p["text"] for p in value]
                     fields["text"] = "".join(texts)
                     if len(texts) > 1:
                         form["split"] = [len(t) for t in texts]
+                    if any(p["type"] != "reasoning_text" for p in value):
+                        form["pt"] = [p["type"] for p in value]
                 case "content" if value is None or value == []:
                     kv[key] = value
                 case "id" | "encrypted_content" | "status":
