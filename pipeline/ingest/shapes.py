@@ -17,7 +17,7 @@ from .. import formats, jsonpolicy
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, InternalError, ParseError, SftprepError, ShapeError
 from . import batch, canonical, sharegpt, traces
-from .exchange import is_exchange, is_recording, parse_exchange
+from .exchange import check_finished, is_exchange, is_recording, parse_exchange, with_retrieved
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records, source_name
 from . import sessions
 from .sessions import claude_code
@@ -173,6 +173,7 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
             conv = parse_exchange(value, fmt=fmt, strict=strict)
         else:
             conv = formats.parse(value, fmt, shape, strict=strict)
+            check_finished(conv, value)
     except SftprepError as exc:
         raise exc.at(source)
     changes: dict[str, Any] = {"meta": replace(conv.meta, source=source)}
@@ -231,7 +232,7 @@ def expand(raw: RawRecord) -> Iterator[RawRecord]:
     record per span."""
     raw = raw.decoded()
     if raw.error is None and is_recording(raw.value):
-        for i, interaction in enumerate(raw.value["interactions"]):
+        for i, interaction in enumerate(with_retrieved(raw.value["interactions"])):
             yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
     elif raw.error is None and isinstance(raw.value, list) and raw.value and _is_chunk(raw.value[0]):
         yield from _chunk_records(raw)
