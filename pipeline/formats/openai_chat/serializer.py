@@ -15,6 +15,7 @@ from ...conversation import Conversation
 from ...errors import ConversionError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
+from ..openai_siblings import adopt
 from .blocks import NAME
 from ..shared_params import foreign_model_reason, same_vendor
 from .params import map_foreign_params
@@ -35,6 +36,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
         ledger = Ledger(NAME)
     if shape not in SHAPES:
         raise ConversionError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
+    conv = adopt(conv, NAME)
     mapped: dict[str, Any] = {}
     walk = conv
     if shape == "request" and any(p != NAME for p in conv.extras):

@@ -7,7 +7,7 @@ from msgspec import structs
 
 from ...conversation import Conversation
 from ...ledger import Ledger
-from ..shared_params import GEMINI_FORMAT_KEYS, foreign_model_reason, response_format_from, response_format_to, same_vendor
+from ..shared_params import GEMINI_FORMAT_KEYS, OPENAI_SHARED_PARAMS, foreign_model_reason, openai_accepts, response_format_from, response_format_to, same_vendor
 from .items import NAME
 
 def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[dict, Conversation]:
@@ -46,6 +46,11 @@ def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[
                     _take(values, mapped, "top_p", "top_p", (int, float))
                     _take(values, mapped, "parallel_tool_calls", "parallel_tool_calls", bool)
                     _chat_tool_choice(values, mapped)
+                    for key in OPENAI_SHARED_PARAMS:
+                        if key in values and openai_accepts(key, values[key]):
+                            _take(values, mapped, key, key, object)
+                    _nested(values, mapped, "reasoning_effort", "reasoning", "effort")
+                    _nested(values, mapped, "verbosity", "text", "verbosity")
                 case "gemini":
                     _gemini_params(values, mapped)
         remaining[provider] = values
@@ -80,6 +85,14 @@ def _take(values: dict, mapped: dict, key: str, target: str, kind: type | tuple)
     value = values.get(key)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)) and target not in mapped:
         mapped[target] = value
+        del values[key]
+
+
+def _nested(values: dict, mapped: dict, key: str, target: str, inner: str) -> None:
+    """A Chat setting that Responses holds inside an object (`reasoning.effort`, `text.verbosity`)."""
+    value = values.get(key)
+    if isinstance(value, str) and openai_accepts(key, value) and inner not in mapped.get(target, {}):
+        mapped[target] = {**mapped.get(target, {}), inner: value}
         del values[key]
 
 
