@@ -55,7 +55,8 @@ class CodexWindow:
     first_timestamp: str | None = None
     # Where each item of `body["input"]` was read: (line number, JSON path of the item on that line).
     item_lines: list[tuple[int, str]] = field(default_factory=list)
-    failed_calls: set[str] = field(default_factory=set)  # call_ids of outputs logged with success false
+    # call_ids of outputs logged with success false (a list: a rejected window is written out as JSON)
+    failed_calls: list[str] = field(default_factory=list)
 
 
 def detect(path: str | Path) -> bool:
@@ -76,7 +77,7 @@ class _Reader:
     def _start(self, line: int) -> None:
         self.first_line, self.items = line, []
         self.item_lines: list[tuple[int, str]] = []
-        self.failed_calls: set[str] = set()
+        self.failed_calls: list[str] = []
         self.models: list[str] = []
         self.skipped: Counter[str] = Counter()
         self.notes: list[str] = []
@@ -136,7 +137,7 @@ class _Reader:
         if payload.get("type") != "function_call_output" or not isinstance(output, dict) or "content" not in output:
             return payload
         if output.get("success") is False and isinstance(payload.get("call_id"), str):
-            self.failed_calls.add(payload["call_id"])
+            self.failed_calls.append(payload["call_id"])
         items = output.get("content_items")
         return {**payload, "output": items if isinstance(items, list) else output["content"]}
 
@@ -212,7 +213,7 @@ def _at_line(exc: SftprepError, window: CodexWindow) -> SftprepError:
     return exc
 
 
-def _block(block: Block, failed: set[str]) -> Block:
+def _block(block: Block, failed: list[str]) -> Block:
     """A result codex-rs logged with `success: false` is an error."""
     if isinstance(block, ToolResult) and block.provider_id in failed:
         return replace(block, is_error=True)
