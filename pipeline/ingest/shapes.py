@@ -93,6 +93,24 @@ def _is_stream_log(path: Path) -> bool:
     return detect_stream(head) is not None
 
 
+def _holds_chunk_lines(path: str | Path) -> bool:
+    """A JSON-lines file whose first line is a stream chunk or event (an SDK logger writing each chunk it
+    got): a logged stream, read like a .sse file, not a record per line."""
+    if not str(path).endswith((".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            line = stream.readline(1 << 20)
+            while line and not line.strip():
+                line = stream.readline(1 << 20)
+        first = jsonpolicy.loads(line)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return False
+    from .streams import is_chunk
+
+    return is_chunk(first)
+
+
 def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
     """The response objects a logged stream reassembles into, one record per exchange."""
     from .streams import reassemble_all
@@ -191,7 +209,7 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if shape == "session" or (shape is None and is_session_log(path)):
             yield _session_record(path)
             continue
-        if str(path).endswith(STREAM_SUFFIXES):
+        if str(path).endswith(STREAM_SUFFIXES) or (shape is None and _holds_chunk_lines(path)):
             yield from _stream_records(path, max_record_bytes)
             continue
         if traces.otlp_proto.detect(path):
