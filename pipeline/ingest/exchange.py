@@ -21,7 +21,8 @@ from ..ids import renumber
 _ENDPOINTS = (
     (re.compile(r"/v1/messages(\?|$)"), "anthropic"),
     (re.compile(r"/chat/completions(\?|$)"), "openai-chat"),
-    (re.compile(r"/v1/responses(\?|$)"), "openai-responses"),
+    # Azure OpenAI also serves it as /openai/responses?api-version=... (and Foundry under .../openai/responses).
+    (re.compile(r"/(v1|openai)/responses(\?|$)"), "openai-responses"),
     (re.compile(r":(stream)?[gG]enerateContent(\?|$)"), "gemini"),
 )
 _LABELS = {"anthropic": "anthropic", "openai_chat": "openai-chat", "openai_responses": "openai-responses",
@@ -37,7 +38,7 @@ def is_recording(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("interactions"), list)
 
 
-_RETRIEVE = re.compile(r"/v1/responses/([^/?]+)(\?|$)")
+_RETRIEVE = re.compile(r"/(?:v1|openai)/responses/([^/?]+)(\?|$)")
 _FINISHED = frozenset({"completed", "incomplete", "failed"})
 
 

@@ -77,3 +77,13 @@ def test_background_call_never_retrieved_finished_is_rejected(tmp_path):
     path.write_text(json.dumps(recording))
     first = list(iter_parsed([path]))[0]
     assert (first.error.code, first.error.path) == ("unfinished_response", "$.response.body.status")
+
+
+def test_azure_responses_endpoint_is_a_generation_request():
+    """Azure OpenAI serves the Responses API at /openai/responses?api-version=... besides /openai/v1/responses."""
+    for uri in ("https://shop.openai.azure.com/openai/responses?api-version=2025-04-01-preview",
+                "https://shop.openai.azure.com/openai/v1/responses"):
+        record = {"request": {"method": "POST", "uri": uri, "body": {**REQUEST, "background": False}},
+                  "response": {"status": 200, "body": _response("completed", [ANSWER])}}
+        conv = parse_record(record, "x:1")
+        assert (conv.meta.provider, [m.role for m in conv.messages]) == ("openai-responses", ["user", "assistant"])
