@@ -5,7 +5,8 @@ to the target's, in the target's spelling, so they travel instead of being ledge
 - a function tool's `strict`, a custom tool's input `format` (Chat nests a grammar under `grammar`);
 - an image's `detail`; a refusal (a Text flagged `refusal`), into Chat.
 
-Whatever else the other slot holds is left there, for the writer's usual ledger entries.
+Whatever else the other slot holds is left there, for the writer's usual ledger entries. `tool_choice`
+converts a tool choice between the two spellings (each codec's parameter mapping uses it).
 """
 
 from __future__ import annotations
@@ -99,3 +100,37 @@ def _move(obj: Any, source: str, target: str, key: str, fits, value: Any = None)
     if value is not _NOTHING:
         extras[target] = {**(obj.extras.get(target) or {}), key: mine[key] if value is None else value}
     return structs.replace(obj, extras=extras)
+
+
+def tool_choice(value: Any, target: str) -> Any:
+    """The other API's `tool_choice` in `target`'s spelling (Chat nests a tool's name under its type), or
+    None when it names something the target has no choice for (a hosted tool)."""
+    if value in ("auto", "none", "required"):
+        return value
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if kind == "allowed_tools":
+        spec = value.get("allowed_tools") if target == RESPONSES else value
+        if not isinstance(spec, dict) or spec.get("mode") not in ("auto", "required") \
+                or not isinstance(spec.get("tools"), list):
+            return None
+        tools = [_named_tool(t, target) for t in spec["tools"]]
+        if any(t is None for t in tools):
+            return None
+        if target == RESPONSES:
+            return {"type": "allowed_tools", "mode": spec["mode"], "tools": tools}
+        return {"type": "allowed_tools", "allowed_tools": {"mode": spec["mode"], "tools": tools}}
+    return _named_tool(value, target)
+
+
+def _named_tool(value: Any, target: str) -> dict | None:
+    """`{"type": "function" | "custom", ...name}` in the target's spelling."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in ("function", "custom"):
+        return None
+    name = (value.get(kind) or {}).get("name") if target == RESPONSES and isinstance(value.get(kind), dict) \
+        else value.get("name")
+    if not isinstance(name, str):
+        return None
+    return {"type": kind, "name": name} if target == RESPONSES else {"type": kind, kind: {"name": name}}

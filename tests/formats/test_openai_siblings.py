@@ -107,3 +107,29 @@ def test_values_only_a_compatible_server_takes_stay_ledgered():
     body, said = _convert(groq, "openai-chat", "openai-responses")
     assert "service_tier" not in body and "reasoning" not in body
     assert "field 'service_tier'" in said and "field 'reasoning_effort'" in said
+
+
+def test_tool_choices_of_every_kind_travel_both_ways():
+    chat_tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}},
+                  {"type": "custom", "custom": {"name": "sql"}}]
+    messages = [{"role": "user", "content": "Go"}]
+    for choice, expected in (
+            ({"type": "custom", "custom": {"name": "sql"}}, {"type": "custom", "name": "sql"}),
+            ({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                {"type": "function", "function": {"name": "lookup"}}, {"type": "custom", "custom": {"name": "sql"}}]}},
+             {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "lookup"},
+                                                                      {"type": "custom", "name": "sql"}]})):
+        chat = {"model": "gpt-5", "messages": messages, "tools": chat_tools, "tool_choice": choice}
+        body, said = _convert(chat, "openai-chat", "openai-responses")
+        assert body["tool_choice"] == expected and "tool_choice" not in said
+        assert responses_accepts(body) == []
+        back, said = _convert(body, "openai-responses", "openai-chat")
+        assert back["tool_choice"] == choice and "tool_choice" not in said
+        assert chat_accepts(back) == []
+
+
+def test_a_choice_of_a_hosted_tool_stays_ledgered():
+    body = {"model": "gpt-5", "input": "Search", "tools": [{"type": "web_search"}],
+            "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}}
+    chat, said = _convert(body, "openai-responses", "openai-chat")
+    assert "tool_choice" not in chat and "field 'tool_choice'" in said

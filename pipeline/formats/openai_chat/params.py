@@ -8,6 +8,7 @@ from typing import Any
 from msgspec import UNSET
 
 from ...ledger import Ledger
+from ..openai_siblings import tool_choice
 from ..shared_params import OPENAI_SHARED_PARAMS, openai_accepts, response_format_from, response_format_to
 
 def _tool_choice_from_anthropic(value: Any) -> Any:
@@ -17,14 +18,6 @@ def _tool_choice_from_anthropic(value: Any) -> Any:
     if kind == "tool" and type(value.get("name")) is str:
         return {"type": "function", "function": {"name": value["name"]}}
     return {"auto": "auto", "any": "required", "none": "none"}.get(kind, UNSET)
-
-
-def _tool_choice_from_responses(value: Any) -> Any:
-    if value in ("auto", "none", "required"):
-        return value
-    if type(value) is dict and value.get("type") == "function" and type(value.get("name")) is str:
-        return {"type": "function", "function": {"name": value["name"]}}
-    return UNSET
 
 
 def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
@@ -68,7 +61,8 @@ def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
     if "model" in src:
         used.setdefault("openai-responses", set()).add("model")
     if "tool_choice" in src:
-        take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
+        choice = tool_choice(src["tool_choice"], "openai-chat")
+        take("openai-responses", "tool_choice", "tool_choice", UNSET if choice is None else choice)
     for key in OPENAI_SHARED_PARAMS:
         if key in src and openai_accepts(key, src[key]):
             take("openai-responses", key, key, src[key])

@@ -86,19 +86,21 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
             body[key] = values
         elif key in form.get("null", ()):
             body[key] = None
-    _put_mapped(body, mapped, {t["function"]["name"] for t in tools if t.get("type", "function") == "function"
-                               and "function" in t}, ledger)
+    named = {t[kind]["name"] for t in tools for kind in ("function", "custom")
+             if t.get("type", "function") == kind and isinstance(t.get(kind), dict)}
+    _put_mapped(body, mapped, named, ledger)
     return body
 
 
 def _put_mapped(body: dict, mapped: dict, functions: set[str], ledger: Ledger) -> None:
     """Add the parameters mapped from another format, except tool settings that would name no tool:
-    Chat refuses tool_choice and parallel_tool_calls without tools."""
+    Chat refuses tool_choice and parallel_tool_calls without tools. `functions`: the function and custom
+    tools' names."""
     for key, value in mapped.items():
         if key in body:
             continue
         if key in ("tool_choice", "parallel_tool_calls"):
-            named = value.get("function", {}).get("name") if isinstance(value, dict) else None
+            named = (value.get("function") or value.get("custom") or {}).get("name") if isinstance(value, dict) else None
             if not functions or (named is not None and named not in functions):
                 ledger.add("dropped", "$", f"{key} {json.dumps(value)} names no function tool left in the Chat body")
                 continue

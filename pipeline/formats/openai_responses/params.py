@@ -7,6 +7,7 @@ from msgspec import structs
 
 from ...conversation import Conversation
 from ...ledger import Ledger
+from ..openai_siblings import tool_choice
 from ..shared_params import GEMINI_FORMAT_KEYS, OPENAI_SHARED_PARAMS, foreign_model_reason, openai_accepts, response_format_from, response_format_to, same_vendor
 from .items import NAME
 
@@ -114,17 +115,12 @@ def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
 
 
 def _chat_tool_choice(values: dict, mapped: dict) -> None:
-    choice = values.get("tool_choice")
-    if "tool_choice" in mapped:
+    if "tool_choice" in mapped or "tool_choice" not in values:
         return  # another provider's choice was mapped first; this one is ledgered as dropped
-    if choice in ("auto", "none", "required"):
+    choice = tool_choice(values["tool_choice"], NAME)
+    if choice is not None:
         mapped["tool_choice"] = choice
-    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
-            and isinstance(choice["function"].get("name"), str):
-        mapped["tool_choice"] = {"type": "function", "name": choice["function"]["name"]}
-    else:
-        return
-    del values["tool_choice"]
+        del values["tool_choice"]
 
 
 def _gemini_params(values: dict, mapped: dict) -> None:
