@@ -133,3 +133,16 @@ def test_a_choice_of_a_hosted_tool_stays_ledgered():
             "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}}
     chat, said = _convert(body, "openai-responses", "openai-chat")
     assert "tool_choice" not in chat and "field 'tool_choice'" in said
+
+
+def test_a_response_objects_null_echoes_are_not_request_parameters():
+    """A Responses object echoes every parameter, null when not set; `user: null` is no valid request."""
+    response = {"id": "resp_1", "object": "response", "created_at": 1767225600, "status": "completed",
+                "model": "gpt-5", "user": None, "safety_identifier": None, "previous_response_id": None,
+                "store": True, "output": [{"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+                                           "content": [{"type": "output_text", "text": "Hi.", "annotations": []}]}]}
+    conv = formats.parse(copy.deepcopy(response), "openai-responses")
+    for target, accepts in (("openai-responses", responses_accepts), ("openai-chat", chat_accepts)):
+        body, _ = formats.serialize(conv, target, shape="request")
+        assert "user" not in body and "safety_identifier" not in body and body["store"] is True
+        assert accepts(body) == []

@@ -64,7 +64,9 @@ def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
         choice = tool_choice(src["tool_choice"], "openai-chat")
         take("openai-responses", "tool_choice", "tool_choice", UNSET if choice is None else choice)
     for key in OPENAI_SHARED_PARAMS:
-        if key in src and openai_accepts(key, src[key]):
+        if key in src and src[key] is None:
+            used.setdefault("openai-responses", set()).add(key)  # not set (a response echoes it as null)
+        elif key in src and openai_accepts(key, src[key]):
             take("openai-responses", key, key, src[key])
     # `reasoning.effort` and `text.verbosity` are top-level in Chat; the rest of either object is ledgered.
     for key, inner, target in (("reasoning", "effort", "reasoning_effort"), ("text", "verbosity", "verbosity")):

@@ -58,7 +58,8 @@ def _write_request(conv: Conversation, cform: dict | None, mapped: dict, writer:
     if form.get("output") == "all":  # a response object written as a request: keep request parameters only
         for key, value in extras.items():
             if key in _REQUEST_PARAMS:
-                body[key] = value
+                if value is not None:  # a response echoes what was not set as null; a request leaves it out
+                    body[key] = value
             else:
                 ledger.add("dropped", "$", f"response field '{key}' is not a request parameter")
     else:
