@@ -184,3 +184,14 @@ def test_a_rejected_window_with_a_failed_output_is_written_to_the_rejects(tmp_pa
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     run = sftprep_run(tmp_path / "run", path)  # chatml has no free-text calls: the window is rejected
     assert [(r["code"], r["source"].rsplit(":", 1)[1]) for r in run.rejects] == [("render_arguments", "1")]
+
+
+def test_local_shell_calls_answered_by_function_call_outputs_are_no_orphans(tmp_path):
+    """codex-mini-latest calls the local_shell tool; Codex answers with a function_call_output."""
+    shell = _item({"type": "local_shell_call", "call_id": "ls1", "status": "completed",
+                   "action": {"type": "exec", "command": ["ls"], "timeout_ms": None, "working_directory": None,
+                              "env": None, "user": None}})
+    [parsed] = _rollout(tmp_path, [META, USER, shell, _output("ls1", "a.py\n"), ANSWER])
+    issues = {i.code for i in validate(parsed.conversation)}
+    assert parsed.error is None and "orphan_result" not in issues
+    assert [m.role for m in parsed.conversation.messages] == ["user", "assistant", "tool", "assistant"]
