@@ -45,7 +45,8 @@ def _message(message: Message, source: str, target: str) -> Message:
 def _block(block: Any, source: str, target: str) -> Any:
     if isinstance(block, ToolResult):
         content = tuple(_block(c, source, target) for c in block.content)
-        return block if all(a is b for a, b in zip(content, block.content)) else structs.replace(block, content=content)
+        unchanged = all(a is b for a, b in zip(content, block.content))
+        return block if unchanged else structs.replace(block, content=content)
     if isinstance(block, Text) and target == CHAT:
         # Only this way: Responses takes a refusal part in input only inside an output message item, whose
         # id the API must have issued.
@@ -129,8 +130,8 @@ def _named_tool(value: Any, target: str) -> dict | None:
     kind = value.get("type") if isinstance(value, dict) else None
     if kind not in ("function", "custom"):
         return None
-    name = (value.get(kind) or {}).get("name") if target == RESPONSES and isinstance(value.get(kind), dict) \
-        else value.get("name")
+    nested = value.get(kind)  # Chat's spelling, read when writing Responses
+    name = nested.get("name") if target == RESPONSES and isinstance(nested, dict) else value.get("name")
     if not isinstance(name, str):
         return None
     return {"type": kind, "name": name} if target == RESPONSES else {"type": kind, kind: {"name": name}}

@@ -36,7 +36,8 @@ def test_another_format_gets_neither_the_call_nor_its_output():
                                 {"role": "assistant", "content": "One file: a.py."}]
     assert chat_accepts(body) == []
     said = {(e.path, e.reason) for e in ledger}
-    assert ("$.messages[1].blocks[0]", "openai-responses item 'local_shell_call' has no equivalent in openai-chat") in said
+    shell = "openai-responses item 'local_shell_call' has no equivalent in openai-chat"
+    assert ("$.messages[1].blocks[0]", shell) in said
     assert ("$.messages[2]", "nothing in this message can be written in Chat Completions") in said
 
 

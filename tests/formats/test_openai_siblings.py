@@ -110,8 +110,8 @@ def test_values_only_a_compatible_server_takes_stay_ledgered():
 
 
 def test_tool_choices_of_every_kind_travel_both_ways():
-    chat_tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}},
-                  {"type": "custom", "custom": {"name": "sql"}}]
+    lookup = {"name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    chat_tools = [{"type": "function", "function": lookup}, {"type": "custom", "custom": {"name": "sql"}}]
     messages = [{"role": "user", "content": "Go"}]
     for choice, expected in (
             ({"type": "custom", "custom": {"name": "sql"}}, {"type": "custom", "name": "sql"}),

@@ -100,7 +100,8 @@ def _put_mapped(body: dict, mapped: dict, functions: set[str], ledger: Ledger) -
         if key in body:
             continue
         if key in ("tool_choice", "parallel_tool_calls"):
-            named = (value.get("function") or value.get("custom") or {}).get("name") if isinstance(value, dict) else None
+            target = (value.get("function") or value.get("custom")) if isinstance(value, dict) else None
+            named = target.get("name") if isinstance(target, dict) else None
             if not functions or (named is not None and named not in functions):
                 ledger.add("dropped", "$", f"{key} {json.dumps(value)} names no function tool left in the Chat body")
                 continue

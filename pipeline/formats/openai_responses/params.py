@@ -8,7 +8,8 @@ from msgspec import structs
 from ...conversation import Conversation
 from ...ledger import Ledger
 from ..openai_siblings import tool_choice
-from ..shared_params import GEMINI_FORMAT_KEYS, OPENAI_SHARED_PARAMS, foreign_model_reason, openai_accepts, response_format_from, response_format_to, same_vendor
+from ..shared_params import (GEMINI_FORMAT_KEYS, OPENAI_SHARED_PARAMS, foreign_model_reason, openai_accepts,
+                             response_format_from, response_format_to, same_vendor)
 from .items import NAME
 
 def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[dict, Conversation]:

@@ -121,7 +121,8 @@ class _Reader:
                         self.items.append(self._item(item))
                         self.item_lines.append((number, f"$.payload.replacement_history[{k}]"))
             elif isinstance(summary, str) and summary:
-                self.items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary}]})
+                self.items.append({"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": summary}]})
                 self.item_lines.append((number, "$.payload.message"))
             self.notes.append(f"{self.path}:{number}: starts after a compaction; opens with "
                               + ("the replacement history" if isinstance(history, list) and history else "its summary"))
