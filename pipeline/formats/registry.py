@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ..conversation import Conversation
+from ..conversation import Conversation, Text
 from ..errors import ConfigError, ConversionError, SftprepError, ShapeError
 from ..ledger import Ledger, LedgerEntry
 from . import anthropic, gemini, openai_chat, openai_responses
@@ -109,19 +109,27 @@ def _parse_ambiguous(obj: Any, shape: str | None, error: ShapeError) -> Conversa
         conv.meta, notes=conv.meta.notes + (f"format ambiguous ({names}); all read the same conversation",)))
 
 
+_LAYOUT = ("form", "extras", "origin")
+_RESULT_LAYOUT = (*_LAYOUT, "name")
+
+
 def _content_key(conv: Conversation) -> bytes:
     """What a conversation says, without how one format laid it out: form, extras and meta are left
     out, and leading instructions count the same whether kept apart or as leading messages."""
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("form", "extras", "origin")}
+            # A result's tool name is its call's: some parsers copy it onto the result, others do not.
+            drop = _RESULT_LAYOUT if value.get("type") == "tool_result" else _LAYOUT
+            return {k: strip(v) for k, v in value.items() if k not in drop}
         if isinstance(value, (list, tuple)):
             return [strip(v) for v in value]
         return value
 
     turns = [("system", block) for block in conv.system] + [("developer", block) for block in conv.developer]
-    turns += [(m.role, block) for m in conv.messages for block in m.blocks]
+    # An empty text says nothing: one format reads `"content": ""` as one, another as no block at all.
+    turns += [(m.role, block) for m in conv.messages for block in m.blocks
+              if not (isinstance(block, Text) and block.text == "" and not block.extras)]
     key = {"turns": strip(msgspec.to_builtins(turns)), "tools": strip(msgspec.to_builtins(conv.tools))}
     return msgspec.json.encode(key, order="deterministic")
 

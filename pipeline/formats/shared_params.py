@@ -14,6 +14,22 @@ _OPENAPI_TYPES = frozenset({"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "
 
 # The company behind each wire format: a model name travels only between formats of one vendor.
 VENDORS = {"openai-chat": "OpenAI", "openai-responses": "OpenAI", "anthropic": "Anthropic", "gemini": "Google"}
+# Request parameters Chat Completions and Responses both take, by the same name and with the same meaning.
+OPENAI_SHARED_PARAMS = ("store", "metadata", "user", "service_tier", "safety_identifier", "prompt_cache_key",
+                        "prompt_cache_retention")
+# The enum values of shared settings that OpenAI's two APIs accept. OpenAI-compatible servers send others
+# (Groq: service_tier "on_demand", reasoning_effort "default"): those stay where they were, ledgered.
+_OPENAI_ENUMS = {"service_tier": frozenset({"auto", "default", "flex", "scale", "priority"}),
+                 "reasoning_effort": frozenset({"none", "minimal", "low", "medium", "high", "xhigh"}),
+                 "verbosity": frozenset({"low", "medium", "high"})}
+
+
+def openai_accepts(key: str, value: Any) -> bool:
+    """Whether a shared Chat/Responses setting (by its Chat name) has a value both APIs take."""
+    allowed = _OPENAI_ENUMS.get(key)
+    return allowed is None or value in allowed
+
+
 GEMINI_FORMAT_KEYS = ("responseMimeType", "responseJsonSchema", "responseSchema",
                       "response_mime_type", "response_json_schema", "response_schema")
 

@@ -1,7 +1,8 @@
 """Logged exchanges: a request and the response it got, as a proxy or an HTTP recorder saw them.
 
 The conversation is the request's history plus the response's assistant turn. Each side is a body
-or an HTTP envelope; a streamed response is reassembled first.
+or an HTTP envelope; a streamed response is reassembled first. In an HTTP recording, a background-mode
+Responses call (answered `queued`) takes the answer a later retrieval of it found (`with_retrieved`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ..ids import renumber
 _ENDPOINTS = (
     (re.compile(r"/v1/messages(\?|$)"), "anthropic"),
     (re.compile(r"/chat/completions(\?|$)"), "openai-chat"),
-    (re.compile(r"/v1/responses(\?|$)"), "openai-responses"),
+    # Azure OpenAI also serves it as /openai/responses?api-version=... (and Foundry under .../openai/responses).
+    (re.compile(r"/(v1|openai)/responses(\?|$)"), "openai-responses"),
     (re.compile(r":(stream)?[gG]enerateContent(\?|$)"), "gemini"),
 )
 _LABELS = {"anthropic": "anthropic", "openai_chat": "openai-chat", "openai_responses": "openai-responses",
@@ -34,6 +36,72 @@ def is_exchange(value: Any) -> bool:
 def is_recording(value: Any) -> bool:
     """An HTTP recording file: `{"interactions": [exchange, ...]}`."""
     return isinstance(value, dict) and isinstance(value.get("interactions"), list)
+
+
+_RETRIEVE = re.compile(r"/(?:v1|openai)/responses/([^/?]+)(\?|$)")
+_FINISHED = frozenset({"completed", "incomplete", "failed"})
+
+
+def with_retrieved(interactions: list) -> list:
+    """A recording's exchanges, background-mode Responses calls joined with their answer: a POST
+    /v1/responses answered `queued` or `in_progress` gets, as its response, the last later GET
+    /v1/responses/{id} of the same recording that found the response finished."""
+    finished: dict[str, tuple[int, Any]] = {}
+    for i, interaction in enumerate(interactions):
+        uri = _request_uri(interaction, "GET")
+        found = _RETRIEVE.search(uri.split("?", 1)[0]) if uri else None
+        body = _response_body(interaction) if found else None
+        if found and isinstance(body, dict) and body.get("status") in _FINISHED:
+            finished[found.group(1)] = (i, interaction["response"])
+    if not finished:
+        return interactions
+    out = list(interactions)
+    for i, interaction in enumerate(interactions):
+        if format_from_uri(_request_uri(interaction, "POST")) != "openai-responses":
+            continue
+        body = _response_body(interaction)
+        if isinstance(body, dict) and body.get("status") in ("queued", "in_progress"):
+            hit = finished.get(body.get("id"))  # type: ignore[arg-type]
+            if hit is not None and hit[0] > i:
+                out[i] = {**interaction, "response": hit[1], "retrieved_from": f"interactions[{hit[0]}]"}
+    return out
+
+
+def _request_uri(interaction: Any, method: str) -> str | None:
+    request = interaction.get("request") if is_exchange(interaction) else None
+    if not isinstance(request, dict) or request.get("method") != method:
+        return None
+    uri = request.get("uri") or request.get("url")
+    return uri if isinstance(uri, str) else None
+
+
+def _response_body(interaction: dict) -> Any:
+    try:
+        return _unwrap(interaction["response"], "$.response")[0]
+    except ParseError:
+        return None
+
+
+# A Responses object in these states holds no finished turn: background mode answers `queued` and the output
+# is fetched later; a failed or cancelled response has an error, not an answer. The codec reads them (their
+# round trip is exact); as training records they are rejected.
+_UNFINISHED = frozenset({"queued", "in_progress", "cancelled"})
+
+
+def check_finished(conv: Conversation, body: Any) -> None:
+    """Refuse a Responses response object (`body`, read as `conv`) that is no finished generation."""
+    if conv.meta.provider != "openai-responses" or not isinstance(body, dict) or body.get("object") != "response":
+        return
+    status = body.get("status")
+    if status == "failed":
+        error = body.get("error")
+        detail = error.get("message") if isinstance(error, dict) else None
+        raise ParseError("the response failed" + (f": {str(detail)[:200]}" if detail else ""), path="$.status",
+                         code="failed_generation")
+    if status in _UNFINISHED:
+        raise ParseError(f"the response is {status}, not finished: no turn to learn from (a background "
+                         "response's output is fetched later, with GET /v1/responses/{id})", path="$.status",
+                         code="unfinished_response")
 
 
 def format_from_uri(uri: str | None) -> str | None:
@@ -89,6 +157,7 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
             raise _under(exc, "$.response.body")
     try:
         answer = formats.parse(resp_body, fmt, "response", strict=strict)
+        check_finished(answer, resp_body)
     except SftprepError as exc:
         other = _other_format(resp_body)
         if other and other != fmt:
@@ -96,10 +165,12 @@ def parse_exchange(value: dict, *, fmt: str | None = None, strict: bool = False)
                              code="mixed_formats") from None
         raise _under(exc, "$.response.body")
     model = answer.meta.model or conv.meta.model or _model_in_uri(uri)
+    notes = conv.meta.notes + answer.meta.notes
+    if isinstance(value.get("retrieved_from"), str):
+        notes += (f"a background response: its answer is the one retrieved at {value['retrieved_from']}",)
     meta = replace(conv.meta, shape="exchange", model=model,
                    response_id=answer.meta.response_id, created=answer.meta.created,
-                   stop_reason=answer.meta.stop_reason, usage=answer.meta.usage,
-                   notes=conv.meta.notes + answer.meta.notes)
+                   stop_reason=answer.meta.stop_reason, usage=answer.meta.usage, notes=notes)
     return renumber(replace(conv, messages=conv.messages + answer.messages, meta=meta))
 
 

@@ -17,7 +17,7 @@ from .. import formats, jsonpolicy
 from ..conversation import Conversation
 from ..errors import ConfigError, InputError, InternalError, ParseError, SftprepError, ShapeError
 from . import batch, canonical, sharegpt, traces
-from .exchange import is_exchange, is_recording, parse_exchange
+from .exchange import check_finished, is_exchange, is_recording, parse_exchange, with_retrieved
 from .readers import DEFAULT_MAX_RECORD_BYTES, RawRecord, open_bytes, read_records, source_name
 from . import sessions
 from .sessions import claude_code
@@ -91,6 +91,24 @@ def _is_stream_log(path: Path) -> bool:
     from .streams import detect_stream
 
     return detect_stream(head) is not None
+
+
+def _holds_chunk_lines(path: str | Path) -> bool:
+    """A JSON-lines file whose first line is a stream chunk or event (an SDK logger writing each chunk it
+    got): a logged stream, read like a .sse file, not a record per line."""
+    if not str(path).endswith((".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")):
+        return False
+    try:
+        with open_bytes(path) as stream:
+            line = stream.readline(1 << 20)
+            while line and not line.strip():
+                line = stream.readline(1 << 20)
+        first = jsonpolicy.loads(line)
+    except (OSError, EOFError, zlib.error, ValueError):
+        return False
+    from .streams import is_chunk
+
+    return is_chunk(first)
 
 
 def _stream_records(path: Path, limit: int) -> Iterator[RawRecord]:
@@ -173,6 +191,7 @@ def parse_record(value: Any, source: str, *, fmt: str | None = None, shape: str 
             conv = parse_exchange(value, fmt=fmt, strict=strict)
         else:
             conv = formats.parse(value, fmt, shape, strict=strict)
+            check_finished(conv, value)
     except SftprepError as exc:
         raise exc.at(source)
     changes: dict[str, Any] = {"meta": replace(conv.meta, source=source)}
@@ -190,7 +209,7 @@ def iter_raw(paths: Iterable[str | Path], *, shape: str | None = None,
         if shape == "session" or (shape is None and is_session_log(path)):
             yield _session_record(path)
             continue
-        if str(path).endswith(STREAM_SUFFIXES):
+        if str(path).endswith(STREAM_SUFFIXES) or (shape is None and _holds_chunk_lines(path)):
             yield from _stream_records(path, max_record_bytes)
             continue
         if traces.otlp_proto.detect(path):
@@ -231,7 +250,7 @@ def expand(raw: RawRecord) -> Iterator[RawRecord]:
     record per span."""
     raw = raw.decoded()
     if raw.error is None and is_recording(raw.value):
-        for i, interaction in enumerate(raw.value["interactions"]):
+        for i, interaction in enumerate(with_retrieved(raw.value["interactions"])):
             yield RawRecord(f"{raw.source}#interactions[{i}]", interaction)
     elif raw.error is None and isinstance(raw.value, list) and raw.value and _is_chunk(raw.value[0]):
         yield from _chunk_records(raw)

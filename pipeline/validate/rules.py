@@ -455,10 +455,19 @@ def provider_path(conv: Conversation, where: Where) -> str | None:
             if base is None or bi < 0 or bi >= len(message.blocks):
                 return base
             block = message.blocks[bi]
+            layout = {} if isinstance(block, Opaque) else (block.form.get(provider) or {})
             if isinstance(block, ToolCall):
-                return f"{base}.tool_calls[{sum(isinstance(b, ToolCall) for b in message.blocks[:bi])}]"
+                if layout.get("legacy"):
+                    return f"{base}.function_call"
+                calls = sum(isinstance(b, ToolCall) and not (b.form.get(provider) or {}).get("legacy")
+                            for b in message.blocks[:bi])
+                return f"{base}.tool_calls[{calls}]"
             if isinstance(block, Reasoning):
-                return f"{base}.reasoning_content"
+                if layout.get("part") == "thinking":
+                    return f"{base}.content"
+                return f"{base}.{(layout.get('keys') or ['reasoning_content'])[0]}"
+            if isinstance(block, Text) and layout.get("field"):
+                return f"{base}.refusal"
             if isinstance(block, (Text, Media)) and message.role != "tool":
                 return f"{base}.content"
             return base

@@ -352,6 +352,8 @@ def _is_empty(message: Message) -> bool:
 
 
 def _reasoning_state(ctx: Context, mi: int, bi: int, block: Reasoning, uses_tools: bool) -> Iterator[Found]:
+    if "source_reasoning_unsigned" in ctx.conv.meta.lacks:
+        return  # the source never logs the state: said once, as that warning, not as an error per block
     origin = block.origin or ctx.provider
     path = block_path(mi, bi)
     if origin == "anthropic":

@@ -292,6 +292,7 @@ def test_fixture_responses():
     conv = oc.parse(fixture("response_two_choices_audio.json"))
     assert conv.messages[0].blocks[0].payload["transcript"] == "Hello there!"
     assert conv.extras[NAME]["$more_choices"][0]["message"]["content"] == "Hi!"
+    assert any("1 more choice(s) (n > 1)" in note for note in conv.meta.notes)  # said, not silent
     conv = oc.parse(fixture("response_reasoning.json"))
     assert kinds(conv.messages[0]) == ["Reasoning", "Text"]
 

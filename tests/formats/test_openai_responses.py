@@ -256,10 +256,21 @@ def test_fixture_string_input():
     [{"type": "function_call_output", "call_id": "c", "output": []}],
     [{"type": "reasoning"}],
     [{"role": "user", "content": [{"type": "input_text", "text": "a"}]}, {"role": "user", "content": "b"}],
-], ids=["parts-without-annotations", "named-output", "empty-output-list", "reasoning-without-id", "two-users"])
+    [{"type": "reasoning", "summary": [], "content": [{"type": "text", "text": "a"},
+                                                       {"type": "reasoning_text", "text": "b"}]}],
+], ids=["parts-without-annotations", "named-output", "empty-output-list", "reasoning-without-id", "two-users",
+        "reasoning-text-parts"])
 def test_edge_layouts_round_trip(items):
     conv, out, ledger = _round_trip(items, "messages")
     assert out == items and ledger.entries == []
+
+
+def test_reasoning_in_plain_text_parts_is_visible_reasoning():
+    """Codex CLI writes reasoning it got from Chat Completions servers as `text` content parts."""
+    item = {"type": "reasoning", "summary": [], "content": [{"type": "text", "text": "Check the tests first."}],
+            "encrypted_content": None}
+    [message] = codec.parse([item], shape="messages").messages
+    assert message.blocks[0].text == "Check the tests first."
 
 
 def test_orphan_result_kept():

@@ -1,6 +1,7 @@
 """A JSON array of stream chunks in a `.json` file (Gemini `streamGenerateContent` without SSE, chunks a
-logger collected) is one logged stream: read as the responses it reassembles into, exactly as the same
-chunks in a stream log are, never as one record per chunk."""
+logger collected), or the chunks one per line in a `.jsonl` file, is one logged stream: read as the
+responses it reassembles into, exactly as the same chunks in a stream log are, never as one record per
+chunk."""
 
 from __future__ import annotations
 
@@ -52,6 +53,31 @@ def test_chunk_array_reads_as_its_stream_log(path, tmp_path):
     array.write_text(json.dumps(events, indent=1), encoding="utf-8")
     assert is_chunk(events[0])
     assert _outcomes(array) == _outcomes(path)
+    lines = tmp_path / "chunks.jsonl"
+    lines.write_text("".join(json.dumps(e) + "\n" for e in events if isinstance(e, dict)), encoding="utf-8")
+    expected = _outcomes(path)
+    if all(isinstance(e, dict) for e in events):  # an OpenAI [DONE] has no line of its own in JSON lines
+        assert _outcomes(lines) == expected
+
+
+def test_chunks_one_per_line_in_a_jsonl_file_are_one_stream(tmp_path):
+    """What `for chunk in stream: log.write(chunk.model_dump_json() + "\\n")` leaves: a Chat stream whose tool
+    call arrives in pieces, then the usage chunk with no choices."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1767225600, "model": "gpt-4o-mini"}
+    deltas = [{"role": "assistant", "content": None},
+              {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                               "function": {"name": "get_weather", "arguments": ""}}]},
+              {"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]},
+              {"tool_calls": [{"index": 0, "function": {"arguments": '"Oslo"}'}}]}]
+    chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}})
+    path = tmp_path / "stream.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in chunks))
+    (parsed,) = iter_parsed([path])
+    call = parsed.conversation.messages[0].blocks[0]
+    assert (call.name, call.arguments, parsed.conversation.meta.usage["total_tokens"]) == (
+        "get_weather", {"city": "Oslo"}, 14)
 
 
 def test_corpus_has_every_provider_streams():

@@ -22,8 +22,9 @@ _FOREIGN_KEYS = frozenset((
     "systemInstruction", "system_instruction", "toolConfig", "tool_config", "safetySettings", "safety_settings",
     "previous_response_id", "max_output_tokens", "thinking",
 ))
+# `reasoning` / `reasoning_details`: what OpenAI-compatible servers (Ollama, OpenRouter, vLLM) add to messages.
 _CHAT_ONLY_MESSAGE_KEYS = frozenset(("tool_calls", "tool_call_id", "function_call", "refusal", "reasoning_content",
-                                     "prefix"))
+                                     "prefix", "reasoning", "reasoning_details", "audio", "annotations"))
 _CHAT_PART_TYPES = frozenset(("image_url", "input_audio", "refusal"))
 # Part types of Anthropic and Responses content: a list holding them is not Chat.
 _FOREIGN_PART_TYPES = frozenset((

@@ -8,7 +8,8 @@ from typing import Any
 from msgspec import UNSET
 
 from ...ledger import Ledger
-from ..shared_params import response_format_from, response_format_to
+from ..openai_siblings import tool_choice
+from ..shared_params import OPENAI_SHARED_PARAMS, openai_accepts, response_format_from, response_format_to
 
 def _tool_choice_from_anthropic(value: Any) -> Any:
     if type(value) is not dict:
@@ -17,14 +18,6 @@ def _tool_choice_from_anthropic(value: Any) -> Any:
     if kind == "tool" and type(value.get("name")) is str:
         return {"type": "function", "function": {"name": value["name"]}}
     return {"auto": "auto", "any": "required", "none": "none"}.get(kind, UNSET)
-
-
-def _tool_choice_from_responses(value: Any) -> Any:
-    if value in ("auto", "none", "required"):
-        return value
-    if type(value) is dict and value.get("type") == "function" and type(value.get("name")) is str:
-        return {"type": "function", "function": {"name": value["name"]}}
-    return UNSET
 
 
 def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
@@ -68,12 +61,32 @@ def map_foreign_params(extras: dict[str, dict[str, Any]], ledger: Ledger
     if "model" in src:
         used.setdefault("openai-responses", set()).add("model")
     if "tool_choice" in src:
-        take("openai-responses", "tool_choice", "tool_choice", _tool_choice_from_responses(src["tool_choice"]))
-    fmt, _ = response_format_from("openai-responses", src)
-    if fmt is not None and "response_format" not in out:
-        take_format(fmt)
-        if set(src["text"]) == {"format"}:
-            used.setdefault("openai-responses", set()).add("text")
+        choice = tool_choice(src["tool_choice"], "openai-chat")
+        take("openai-responses", "tool_choice", "tool_choice", UNSET if choice is None else choice)
+    for key in OPENAI_SHARED_PARAMS:
+        if key in src and src[key] is None:
+            used.setdefault("openai-responses", set()).add(key)  # not set (a response echoes it as null)
+        elif key in src and openai_accepts(key, src[key]):
+            take("openai-responses", key, key, src[key])
+    # `reasoning.effort` and `text.verbosity` are top-level in Chat; the rest of either object is ledgered.
+    for key, inner, target in (("reasoning", "effort", "reasoning_effort"), ("text", "verbosity", "verbosity")):
+        settings = src.get(key)
+        if type(settings) is not dict:
+            continue
+        value = settings.get(inner)
+        carried = {inner} if type(value) is str and openai_accepts(target, value) and target not in out else set()
+        if carried:
+            out[target] = settings[inner]
+        if key == "text":
+            fmt, _ = response_format_from("openai-responses", src)
+            if fmt is not None and "response_format" not in out:
+                take_format(fmt)
+                carried.add("format")
+        if carried:
+            used.setdefault("openai-responses", set()).add(key)
+            for name, value in settings.items():
+                if name not in carried:
+                    leftovers.setdefault("openai-responses", {})[f"{key}.{name}"] = value
 
     src = extras.get("gemini") or {}
     fmt, format_keys = response_format_from("gemini", src)

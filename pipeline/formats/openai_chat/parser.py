@@ -122,6 +122,8 @@ def _parse_response(obj: Any, strict: bool) -> Conversation:
         stop_reason = reason if type(reason) is str else None
         if len(choices) > 1:
             extras["$more_choices"] = list(choices[1:])
+            notes += (f"{len(choices) - 1} more choice(s) (n > 1) kept in extras, not in the conversation: "
+                      "it holds choices[0]",)
     model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage", UNSET)
     meta = Meta(provider=NAME, shape="response", model=model if type(model) is str else None,
                 response_id=rid if type(rid) is str else None, created=_iso(obj.get("created")),

@@ -15,6 +15,7 @@ from ...conversation import Conversation
 from ...errors import ConversionError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
+from ..openai_siblings import adopt
 from .blocks import NAME
 from ..shared_params import foreign_model_reason, same_vendor
 from .params import map_foreign_params
@@ -35,6 +36,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
         ledger = Ledger(NAME)
     if shape not in SHAPES:
         raise ConversionError(f"unknown shape '{shape}'; valid: {', '.join(SHAPES)}", code="unknown_shape")
+    conv = adopt(conv, NAME)
     mapped: dict[str, Any] = {}
     walk = conv
     if shape == "request" and any(p != NAME for p in conv.extras):
@@ -84,19 +86,22 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
             body[key] = values
         elif key in form.get("null", ()):
             body[key] = None
-    _put_mapped(body, mapped, {t["function"]["name"] for t in tools if t.get("type", "function") == "function"
-                               and "function" in t}, ledger)
+    named = {t[kind]["name"] for t in tools for kind in ("function", "custom")
+             if t.get("type", "function") == kind and isinstance(t.get(kind), dict)}
+    _put_mapped(body, mapped, named, ledger)
     return body
 
 
 def _put_mapped(body: dict, mapped: dict, functions: set[str], ledger: Ledger) -> None:
     """Add the parameters mapped from another format, except tool settings that would name no tool:
-    Chat refuses tool_choice and parallel_tool_calls without tools."""
+    Chat refuses tool_choice and parallel_tool_calls without tools. `functions`: the function and custom
+    tools' names."""
     for key, value in mapped.items():
         if key in body:
             continue
         if key in ("tool_choice", "parallel_tool_calls"):
-            named = value.get("function", {}).get("name") if isinstance(value, dict) else None
+            target = (value.get("function") or value.get("custom")) if isinstance(value, dict) else None
+            named = target.get("name") if isinstance(target, dict) else None
             if not functions or (named is not None and named not in functions):
                 ledger.add("dropped", "$", f"{key} {json.dumps(value)} names no function tool left in the Chat body")
                 continue

@@ -119,6 +119,9 @@ class Writer:
                     assert_never(block)
         if results and not parts:
             return
+        if message.blocks and not parts and not results:
+            self._nothing_left(mi)
+            return
         if role == "tool":
             if parts:
                 ledger.add("moved", f"$.messages[{mi}]", "content beside tool results written as a user message")
@@ -178,6 +181,9 @@ class Writer:
         elif own_form.get("empty_calls"):
             out["tool_calls"] = []
         has_calls = "tool_calls" in out or "function_call" in out
+        if message.blocks and not parts and not results and len(out) == 1:  # only its role: nothing was written
+            self._nothing_left(mi)
+            return
         mode = own_form.get("content") or blocks.default_mode(parts, "assistant", has_calls)
         content = _content(parts, mode)
         if content is not UNSET:
@@ -187,6 +193,11 @@ class Writer:
         for bi, block in results:
             ledger.add("moved", f"$.messages[{mi}].blocks[{bi}]", "tool result in an assistant message written as a tool message after it")
             self.emit_result(mi, bi, block, message)
+
+    def _nothing_left(self, mi: int) -> None:
+        # Every block was dropped (and ledgered): an empty message in its place would be a turn the
+        # conversation never had (a tool message even becomes an empty user message).
+        self.ledger.add("dropped", f"$.messages[{mi}]", "nothing in this message can be written in Chat Completions")
 
     def reasoning(self, block: Reasoning, path: str, parts: list, out: dict, late: bool) -> None:
         if block.origin != NAME:

@@ -7,7 +7,9 @@ from msgspec import structs
 
 from ...conversation import Conversation
 from ...ledger import Ledger
-from ..shared_params import GEMINI_FORMAT_KEYS, foreign_model_reason, response_format_from, response_format_to, same_vendor
+from ..openai_siblings import tool_choice
+from ..shared_params import (GEMINI_FORMAT_KEYS, OPENAI_SHARED_PARAMS, foreign_model_reason, openai_accepts,
+                             response_format_from, response_format_to, same_vendor)
 from .items import NAME
 
 def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[dict, Conversation]:
@@ -46,6 +48,11 @@ def map_foreign_params(conv: Conversation, ledger: Ledger, shape: str) -> tuple[
                     _take(values, mapped, "top_p", "top_p", (int, float))
                     _take(values, mapped, "parallel_tool_calls", "parallel_tool_calls", bool)
                     _chat_tool_choice(values, mapped)
+                    for key in OPENAI_SHARED_PARAMS:
+                        if key in values and openai_accepts(key, values[key]):
+                            _take(values, mapped, key, key, object)
+                    _nested(values, mapped, "reasoning_effort", "reasoning", "effort")
+                    _nested(values, mapped, "verbosity", "text", "verbosity")
                 case "gemini":
                     _gemini_params(values, mapped)
         remaining[provider] = values
@@ -83,6 +90,14 @@ def _take(values: dict, mapped: dict, key: str, target: str, kind: type | tuple)
         del values[key]
 
 
+def _nested(values: dict, mapped: dict, key: str, target: str, inner: str) -> None:
+    """A Chat setting that Responses holds inside an object (`reasoning.effort`, `text.verbosity`)."""
+    value = values.get(key)
+    if isinstance(value, str) and openai_accepts(key, value) and inner not in mapped.get(target, {}):
+        mapped[target] = {**mapped.get(target, {}), inner: value}
+        del values[key]
+
+
 def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
     choice = values.get("tool_choice")
     if not isinstance(choice, dict) or "tool_choice" in mapped:
@@ -101,17 +116,12 @@ def _anthropic_tool_choice(values: dict, mapped: dict) -> None:
 
 
 def _chat_tool_choice(values: dict, mapped: dict) -> None:
-    choice = values.get("tool_choice")
-    if "tool_choice" in mapped:
+    if "tool_choice" in mapped or "tool_choice" not in values:
         return  # another provider's choice was mapped first; this one is ledgered as dropped
-    if choice in ("auto", "none", "required"):
+    choice = tool_choice(values["tool_choice"], NAME)
+    if choice is not None:
         mapped["tool_choice"] = choice
-    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
-            and isinstance(choice["function"].get("name"), str):
-        mapped["tool_choice"] = {"type": "function", "name": choice["function"]["name"]}
-    else:
-        return
-    del values["tool_choice"]
+        del values["tool_choice"]
 
 
 def _gemini_params(values: dict, mapped: dict) -> None:

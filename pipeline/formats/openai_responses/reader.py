@@ -15,6 +15,9 @@ from .items import KNOWN_ITEM_TYPES, MESSAGE_ROLES, NAME, item_side, parse_json_
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
 _CALL_HINT = frozenset({"mcp_call", "program"})
 _AUDIO_MEDIA_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav"}
+# Reasoning content parts holding visible reasoning: the API's, and the plain `text` that Codex CLI writes
+# for reasoning it got from Chat Completions servers.
+_REASONING_PARTS = frozenset({"reasoning_text", "text"})
 
 
 def _role_hint(item_type: str) -> str:
@@ -38,12 +41,14 @@ def split_data_url(url: str) -> tuple[str, str] | None:
 class Reader:
     """Parses items of one conversation; holds its call ids and call index."""
 
-    __slots__ = ("ids", "calls", "strict")
+    __slots__ = ("ids", "calls", "strict", "native_calls")
 
     def __init__(self, strict: bool) -> None:
         self.ids = CallIds()
         self.calls = CallIndex()
         self.strict = strict
+        # call_ids of provider-native call items (local_shell_call, shell_call, ...): kept as Opaque blocks
+        self.native_calls: set[str] = set()
 
     # --- the item list ------------------------------------------------------------------------
 
@@ -98,12 +103,20 @@ class Reader:
             case "custom_tool_call":
                 return self.custom_call(item, path)
             case "function_call_output" | "custom_tool_call_output":
+                call_id = item.get("call_id")
+                if isinstance(call_id, str) and call_id in self.native_calls:
+                    # The output of a provider-native call (Codex answers local_shell_call so): native too,
+                    # so that it travels, or is dropped, with its call.
+                    return self.opaque(item, item_type)
                 return self.call_output(item, item_type, path)
             case "reasoning":
                 return self.reasoning(item, path)
         if item_type not in KNOWN_ITEM_TYPES and self.strict:
             raise ParseError(f"unknown item type '{item_type}'", path=f"{path}.type", code="unknown_block")
-        return self.opaque(item, item_type)
+        block = self.opaque(item, item_type)
+        if block.role_hint == "call" and isinstance(item.get("call_id"), str):
+            self.native_calls.add(item["call_id"])
+        return block
 
     @staticmethod
     def opaque(item: dict, item_type: str) -> Opaque:
@@ -257,6 +270,7 @@ class Reader:
 
     def function_call(self, item: dict, path: str) -> ToolCall:
         call_id = require(item, "call_id", str, path)
+        self.native_calls.discard(call_id)
         name = require(item, "name", str, path)
         raw = require(item, "arguments", str, path)
         arguments, valid = parse_json_arguments(raw)
@@ -348,12 +362,14 @@ class Reader:
                     if not simple:
                         extras["summary"] = value
                 case "content" if isinstance(value, list) and value and all(
-                        isinstance(p, dict) and p.get("type") == "reasoning_text" and len(p) == 2
+                        isinstance(p, dict) and p.get("type") in _REASONING_PARTS and len(p) == 2
                         and isinstance(p.get("text"), str) for p in value):
                     texts = [p["text"] for p in value]
                     fields["text"] = "".join(texts)
                     if len(texts) > 1:
                         form["split"] = [len(t) for t in texts]
+                    if any(p["type"] != "reasoning_text" for p in value):
+                        form["pt"] = [p["type"] for p in value]
                 case "content" if value is None or value == []:
                     kv[key] = value
                 case "id" | "encrypted_content" | "status":

@@ -13,6 +13,7 @@ from ...conversation import Conversation, Message, Text, to_json
 from ...errors import ConfigError
 from ...ledger import Ledger
 from ..base import ledger_foreign_extras
+from ..openai_siblings import adopt
 from .items import MISSING, NAME, own
 from .params import map_foreign_params
 from .tools import write_tools
@@ -40,6 +41,7 @@ def serialize(conv: Conversation, shape: str = "request", ledger: Ledger | None 
         ledger = Ledger(NAME)
     if shape not in ("request", "messages", "response"):
         raise ConfigError(f"unknown shape '{shape}'; valid: request, messages, response", code="unknown_shape")
+    conv = adopt(conv, NAME)
     mapped, walked = map_foreign_params(conv, ledger, shape)
     ledger_foreign_extras(walked, NAME, ledger)
     writer = Writer(ledger)
@@ -60,7 +62,8 @@ def _write_request(conv: Conversation, cform: dict | None, mapped: dict, writer:
     if form.get("output") == "all":  # a response object written as a request: keep request parameters only
         for key, value in extras.items():
             if key in _REQUEST_PARAMS:
-                body[key] = value
+                if value is not None:  # a response echoes what was not set as null; a request leaves it out
+                    body[key] = value
             else:
                 ledger.add("dropped", "$", f"response field '{key}' is not a request parameter")
     else:

@@ -34,8 +34,9 @@ def parse_tool(tool: Any, path: str) -> Tool:
                 else:
                     fields["parameters"] = expect(parameters, dict, f"{path}.parameters", "'parameters'")
         extras = {k: v for k, v in tool.items() if k not in modelled}
-        return Tool(name=name, kind=tool_type, extras={NAME: extras} if extras else {}, form={NAME: form},
-                    **fields)
+        # The literal, not the parsed string: msgspec leaves out a default only when it is that very object.
+        kind = "function" if tool_type == "function" else "custom"
+        return Tool(name=name, kind=kind, extras={NAME: extras} if extras else {}, form={NAME: form}, **fields)
     # A hosted tool (web_search, mcp, shell, tool_search, ...): kept whole.
     name = tool.get("name")
     rest = {k: v for k, v in tool.items() if k != "name"} if isinstance(name, str) else dict(tool)

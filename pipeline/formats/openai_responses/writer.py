@@ -285,15 +285,15 @@ class Writer:
         elif not form.get("ns"):
             item["summary"] = [{"type": "summary_text", "text": s} for s in block.summary]
         if block.text is not None:
-            split = form.get("split")
-            if split and sum(split) == len(block.text):
-                chunks, at = [], 0
-                for n in split:
-                    chunks.append({"type": "reasoning_text", "text": block.text[at:at + n]})
-                    at += n
-                item["content"] = chunks
-            else:
-                item["content"] = [{"type": "reasoning_text", "text": block.text}]
+            split = form.get("split") or [len(block.text)]
+            types = form.get("pt") or ["reasoning_text"] * len(split)
+            if sum(split) != len(block.text) or len(types) != len(split):
+                split, types = [len(block.text)], ["reasoning_text"]  # the text changed since parsing
+            chunks, at = [], 0
+            for n, part_type in zip(split, types):
+                chunks.append({"type": part_type, "text": block.text[at:at + n]})
+                at += n
+            item["content"] = chunks
         if block.encrypted is not None:
             item["encrypted_content"] = block.encrypted
         for key, value in extras.items():

@@ -6,6 +6,10 @@ and settings of a turn), `event_msg` (UI events that repeat what the items hold:
 `compacted` (the history was summarized: `message`, and in newer versions the `replacement_history`).
 
 The items are what the model saw, so they form a Responses request body for the openai-responses codec.
+Two codex-rs spellings are made the API's first: a `function_call_output` whose `output` is the object
+`{"content", "content_items"?, "success"?}` (older versions) becomes its text (or its content items), and
+`success: false` marks the result an error; a `ghost_snapshot` item (the harness's git snapshot, never
+sent to the model) is skipped and counted. An item the codec refuses is named by its rollout line.
 A compaction is a boundary: the model after it never saw the items before it, so each window between
 compactions is its own conversation, the later ones opening with the replacement history (or the
 summary as a user message). The file is read line by line; one window is in memory at a time.
@@ -24,14 +28,16 @@ from typing import Any, Iterator
 from msgspec.structs import replace
 
 from ... import formats
-from ...conversation import Conversation, ToolCall, iter_blocks
-from ...errors import InputError
+from ...conversation import Block, Conversation, Reasoning, ToolCall, ToolResult, iter_blocks
+from ...errors import InputError, SftprepError
 from ..readers import RawRecord
 from .lines import first_objects, json_lines
 
 NAME = "codex"
 LINE_TYPES = frozenset({"session_meta", "response_item", "compacted", "turn_context", "event_msg"})
 _SESSION_KEYS = ("id", "cwd", "cli_version", "originator", "source", "model_provider", "git")
+# Response items codex-rs records for itself, never sent to the model.
+_HARNESS_ITEMS = frozenset({"ghost_snapshot"})
 
 
 @dataclass
@@ -47,6 +53,10 @@ class CodexWindow:
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     first_timestamp: str | None = None
+    # Where each item of `body["input"]` was read: (line number, JSON path of the item on that line).
+    item_lines: list[tuple[int, str]] = field(default_factory=list)
+    # call_ids of outputs logged with success false (a list: a rejected window is written out as JSON)
+    failed_calls: list[str] = field(default_factory=list)
 
 
 def detect(path: str | Path) -> bool:
@@ -62,10 +72,12 @@ class _Reader:
         self.session: dict = {}
         self.instructions: str | None = None
         self.window = 0
-        self._start(1, [])
+        self._start(1)
 
-    def _start(self, line: int, items: list) -> None:
-        self.first_line, self.items = line, items
+    def _start(self, line: int) -> None:
+        self.first_line, self.items = line, []
+        self.item_lines: list[tuple[int, str]] = []
+        self.failed_calls: list[str] = []
         self.models: list[str] = []
         self.skipped: Counter[str] = Counter()
         self.notes: list[str] = []
@@ -90,22 +102,28 @@ class _Reader:
             if isinstance(model, str) and model not in self.models:
                 self.models.append(model)
         elif kind == "response_item":
-            if isinstance(payload.get("type"), str):
-                self.items.append(payload)
-            else:
+            if not isinstance(payload.get("type"), str):
                 self._break(number, "a response_item payload needs a 'type'")
+            elif payload["type"] in _HARNESS_ITEMS:
+                self.skipped[f"response_item:{payload['type']}"] += 1
+            else:
+                self.items.append(self._item(payload))
+                self.item_lines.append((number, "$.payload"))
         elif kind == "compacted":
             yield from self.emit(number - 1)
             history = payload.get("replacement_history")
             summary = payload.get("message")
-            if isinstance(history, list) and history:
-                carried = [item for item in history if isinstance(item, dict)]
-            elif isinstance(summary, str) and summary:
-                carried = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": summary}]}]
-            else:
-                carried = []
             self.window += 1
-            self._start(number, carried)
+            self._start(number)
+            if isinstance(history, list) and history:
+                for k, item in enumerate(history):
+                    if isinstance(item, dict) and item.get("type") not in _HARNESS_ITEMS:
+                        self.items.append(self._item(item))
+                        self.item_lines.append((number, f"$.payload.replacement_history[{k}]"))
+            elif isinstance(summary, str) and summary:
+                self.items.append({"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": summary}]})
+                self.item_lines.append((number, "$.payload.message"))
             self.notes.append(f"{self.path}:{number}: starts after a compaction; opens with "
                               + ("the replacement history" if isinstance(history, list) and history else "its summary"))
         elif kind == "event_msg":
@@ -113,6 +131,16 @@ class _Reader:
         else:
             self.skipped[str(kind) if kind is not None else "untyped"] += 1
             self.notes.append(f"{self.path}:{number}: line of unknown type {kind!r} skipped")
+
+    def _item(self, payload: dict) -> dict:
+        """The item as the Responses API takes it: an output object (older codex-rs) becomes its text."""
+        output = payload.get("output")
+        if payload.get("type") != "function_call_output" or not isinstance(output, dict) or "content" not in output:
+            return payload
+        if output.get("success") is False and isinstance(payload.get("call_id"), str):
+            self.failed_calls.append(payload["call_id"])
+        items = output.get("content_items")
+        return {**payload, "output": items if isinstance(items, list) else output["content"]}
 
     def _break(self, number: int, why: str) -> None:
         if self.broken is None:
@@ -133,7 +161,8 @@ class _Reader:
         if self.instructions:
             body["instructions"] = self.instructions
         yield RawRecord(source, CodexWindow(source, body, self.window, last_line, dict(self.session), self.models,
-                                            dict(sorted(self.skipped.items())), self.notes, self.timestamp))
+                                            dict(sorted(self.skipped.items())), self.notes, self.timestamp,
+                                            self.item_lines, self.failed_calls))
 
 
 def read_rollout(path: str | Path, limit: int) -> Iterator[RawRecord]:
@@ -153,18 +182,43 @@ def read_rollout(path: str | Path, limit: int) -> Iterator[RawRecord]:
 
 
 def to_conversation(window: CodexWindow, *, strict: bool = False) -> Conversation:
-    conv = formats.parse(window.body, "openai-responses", "request", strict=strict)
+    try:
+        conv = formats.parse(window.body, "openai-responses", "request", strict=strict)
+    except SftprepError as exc:
+        raise _at_line(exc, window) from None
+    conv = replace(conv, messages=tuple(replace(m, blocks=tuple(_block(b, window.failed_calls) for b in m.blocks))
+                                        for m in conv.messages))
     lacks: tuple[str, ...] = ()
     notes = list(window.notes)
     if any(isinstance(b, ToolCall) for _, _, b in iter_blocks(conv)):
         lacks = ("source_no_tool_list",)
         notes.append("Codex rollouts do not log the tool definitions the model was given")
+    if any(isinstance(b, Reasoning) and b.encrypted is None and b.item_id is None for _, _, b in iter_blocks(conv)):
+        lacks += ("source_reasoning_unsigned",)
+        notes.append("Codex logs reasoning without encrypted_content (and never its item id) as text only")
     meta = replace(conv.meta, source=window.source, shape=NAME, created=window.first_timestamp,
                    model=window.models[-1] if window.models else conv.meta.model,
                    notes=conv.meta.notes + tuple(notes), lacks=conv.meta.lacks + lacks)
     extras = {**conv.extras, NAME: {"session": window.session, "window": window.window, "models": window.models,
                                     "skipped": window.skipped, "last_line": window.last_line}}
     return replace(conv, meta=meta, extras=extras)
+
+
+def _at_line(exc: SftprepError, window: CodexWindow) -> SftprepError:
+    """An error in the request body built from the window, made an error at the rollout line of its item."""
+    head, sep, rest = exc.path.partition("]")
+    if sep and head.startswith("$.input[") and head[8:].isdigit() and int(head[8:]) < len(window.item_lines):
+        line, path = window.item_lines[int(head[8:])]
+        exc.source = f"{window.source.rsplit(':', 1)[0]}:{line}"
+        exc.path = path + rest
+    return exc
+
+
+def _block(block: Block, failed: list[str]) -> Block:
+    """A result codex-rs logged with `success: false` is an error."""
+    if isinstance(block, ToolResult) and block.provider_id in failed:
+        return replace(block, is_error=True)
+    return block
 
 
 __all__ = ["NAME", "CodexWindow", "detect", "read_rollout", "to_conversation"]

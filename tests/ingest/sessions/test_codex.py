@@ -10,7 +10,9 @@ import json
 import pytest
 
 from corpus import ROOT
+from pipeline.conversation import Opaque, ToolResult
 from pipeline.ingest import iter_parsed
+from pipeline.validate import validate
 from source_run import blocks, paired, sftprep_run
 
 SAMPLE = ROOT / "data" / "sessions" / "codex_rollout.jsonl"
@@ -111,3 +113,85 @@ def test_replacement_history_and_shape_override(tmp_path):
     path.write_text("{}\n" + path.read_text())
     assert list(iter_parsed([path]))[0].conversation is None
     assert [p.conversation is not None for p in iter_parsed([path], shape="codex")] == [True, True]
+
+
+def _item(payload: dict) -> dict:
+    return {"timestamp": "t", "type": "response_item", "payload": payload}
+
+
+def _call(call_id: str) -> dict:
+    return _item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "pytest -q"}',
+                  "call_id": call_id})
+
+
+def _output(call_id: str, output) -> dict:
+    return _item({"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+def test_output_objects_of_older_versions_are_results(tmp_path):
+    """codex-rs wrote a function_call_output's `output` as {"content", "success"} (content_items beside it
+    when a tool returned images): its text (or items), and `success: false` marks the result an error."""
+    items = [{"type": "input_text", "text": "shot"}, {"type": "input_image", "image_url": "data:image/png;base64,AA=="}]
+    parsed = _rollout(tmp_path, [META, USER, _call("a"), _output("a", {"content": "1 failed", "success": False}),
+                                 _call("b"), _output("b", {"content": "3 passed", "success": True}),
+                                 _call("c"), _output("c", {"content": "[...]", "content_items": items}), ANSWER])
+    [conv] = [p.conversation for p in parsed]
+    results = [b for m in conv.messages for b in m.blocks if isinstance(b, ToolResult)]
+    assert [(r.provider_id, [getattr(c, "text", None) or c.kind for c in r.content], r.is_error) for r in results] == [
+        ("a", ["1 failed"], True), ("b", ["3 passed"], False), ("c", ["shot", "image"], False)]
+    assert all(r.call_id is not None for r in results)
+
+
+def test_an_item_the_codec_refuses_is_named_by_its_line(tmp_path):
+    broken = _item({"type": "function_call", "arguments": "{}", "call_id": "x"})  # no name
+    compacted = {"timestamp": "t", "type": "compacted", "payload": {"message": "", "replacement_history": [
+        USER["payload"], {"type": "function_call_output", "call_id": "y", "output": 7}]}}
+    parsed = _rollout(tmp_path, [META, USER, broken, ANSWER, compacted, ANSWER])
+    first, second = (p.error for p in parsed)
+    assert (first.source.rsplit(":", 1)[1], first.path, first.code) == ("3", "$.payload", "invalid_record")
+    assert (second.source.rsplit(":", 1)[1], second.path) == ("5", "$.payload.replacement_history[1].output")
+
+
+def test_ghost_snapshots_are_harness_state_not_turns(tmp_path):
+    ghost = {"type": "ghost_snapshot", "ghost_commit": {"id": "c0ffee", "parent": None}}
+    compacted = {"timestamp": "t", "type": "compacted", "payload": {"message": "", "replacement_history": [
+        USER["payload"], ghost]}}
+    parsed = _rollout(tmp_path, [META, USER, _item(ghost), ANSWER, compacted, ANSWER])
+    assert [[m.role for m in p.conversation.messages] for p in parsed] == [["user", "assistant"]] * 2
+    assert parsed[0].conversation.extras["codex"]["skipped"] == {"response_item:ghost_snapshot": 1}
+    assert not any(isinstance(b, Opaque) for p in parsed for m in p.conversation.messages for b in m.blocks)
+
+
+def test_reasoning_without_encrypted_content_is_text_only_not_an_error(tmp_path):
+    """Rollouts never keep reasoning item ids; with a Chat Completions server (codex --oss) there is no
+    encrypted_content either: the reasoning is text only, which the source says once, as a warning."""
+    reasoning = _item({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "Run it."}],
+                       "encrypted_content": None})
+    [parsed] = _rollout(tmp_path, [META, USER, reasoning, _call("a"), _output("a", "ok"), ANSWER])
+    conv = parsed.conversation
+    assert conv.messages[1].blocks[0].text == "Run it."
+    assert "source_reasoning_unsigned" in conv.meta.lacks
+    issues = {i.code: i.severity for i in validate(conv)}
+    assert issues["source_reasoning_unsigned"] == "warning" and "reasoning_without_state" not in issues
+
+
+def test_a_rejected_window_with_a_failed_output_is_written_to_the_rejects(tmp_path):
+    """The window travels with its rejection into rejects.jsonl: everything it holds must be JSON."""
+    patch = _item({"type": "custom_tool_call", "call_id": "p", "name": "apply_patch", "input": "*** Begin Patch"})
+    lines = [META, USER, _call("a"), _output("a", {"content": "1 failed", "success": False}), patch,
+             _item({"type": "custom_tool_call_output", "call_id": "p", "output": "ok"}), ANSWER]
+    path = tmp_path / "rollout-x.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = sftprep_run(tmp_path / "run", path)  # chatml has no free-text calls: the window is rejected
+    assert [(r["code"], r["source"].rsplit(":", 1)[1]) for r in run.rejects] == [("render_arguments", "1")]
+
+
+def test_local_shell_calls_answered_by_function_call_outputs_are_no_orphans(tmp_path):
+    """codex-mini-latest calls the local_shell tool; Codex answers with a function_call_output."""
+    shell = _item({"type": "local_shell_call", "call_id": "ls1", "status": "completed",
+                   "action": {"type": "exec", "command": ["ls"], "timeout_ms": None, "working_directory": None,
+                              "env": None, "user": None}})
+    [parsed] = _rollout(tmp_path, [META, USER, shell, _output("ls1", "a.py\n"), ANSWER])
+    issues = {i.code for i in validate(parsed.conversation)}
+    assert parsed.error is None and "orphan_result" not in issues
+    assert [m.role for m in parsed.conversation.messages] == ["user", "assistant", "tool", "assistant"]
