@@ -4,8 +4,9 @@ conversation: the built-in render against its reference, or parse-back against w
 from __future__ import annotations
 
 import pytest
+from render_support import assert_same, transformers_render
 
-from pipeline.conversation import Conversation, Message, Text, Tool, ToolCall, ToolResult
+from pipeline.conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.render import check_roundtrip, load_tokenizer, render
 
 
@@ -34,3 +35,29 @@ def test_tool_names_and_descriptions_parse_back_through_the_normalizer(family, t
     rendered = render(conv, family, tok)
     assert "Café menu" in tok.decode(rendered.input_ids)  # normalized by the tokenizer
     check_roundtrip(conv, rendered, family, tok)
+
+
+# --- Qwen3 --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reasoning", ["\n", "\n\n"])
+def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning, official):
+    """The official template tests the reasoning before stripping its newlines: reasoning of newlines
+    alone gives an empty <think> block, in a turn with a call and in a turn with nothing else."""
+    call = ToolCall(id="c1", name="f", arguments={})
+    conv = Conversation(messages=(
+        _user("hi"), Message(role="assistant", blocks=(Reasoning(text=reasoning), call)),
+        Message(role="tool", blocks=(ToolResult(call_id="c1", content=(Text("ok"),)),)),
+        Message(role="assistant", blocks=(Reasoning(text=reasoning),)), _answer("\ndone")))
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "reasoning_content": reasoning,
+                 "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]},
+                {"role": "tool", "content": "ok"},
+                {"role": "assistant", "content": "", "reasoning_content": reasoning},
+                {"role": "assistant", "content": "\ndone"}]
+    tok = load_tokenizer("qwen3")
+    text, ids = transformers_render(tok.to_transformers(), official("qwen3.jinja"), messages, None)
+    ours = render(conv, "qwen3", tok)
+    assert_same(text, ids, ours.text, ours.input_ids)
+    assert text.count("<think>\n\n</think>\n\n") == 3
+    assert ("dropped", "$.messages[1].blocks[0]") in {(e.kind, e.path) for e in ours.ledger}
+    check_roundtrip(conv, ours, "qwen3", tok)
