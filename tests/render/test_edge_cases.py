@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from render_support import assert_same, transformers_render
+from test_harmony import encoding, gptoss, official_render  # noqa: F401 (fixtures)
 
 from pipeline.conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall, ToolResult
-from pipeline.render import check_roundtrip, load_tokenizer, render
+from pipeline.render import RenderOptions, check_roundtrip, load_tokenizer, render
 
 
 def _user(text: str) -> Message:
@@ -61,3 +62,28 @@ def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning
     assert text.count("<think>\n\n</think>\n\n") == 3
     assert ("dropped", "$.messages[1].blocks[0]") in {(e.kind, e.path) for e in ours.ledger}
     check_roundtrip(conv, ours, "qwen3", tok)
+
+
+# --- Harmony ------------------------------------------------------------------------------------------
+
+def test_harmony_empty_answer_after_reasoning_is_an_empty_final_message(gptoss, encoding, official):
+    """Reasoning, then an empty answer: the official template writes the analysis and an empty final
+    message (as openai-harmony renders that final message); the empty text was left out silently."""
+    import openai_harmony as oh
+
+    conv = Conversation(messages=(_user("hi"), Message(role="assistant", blocks=(Reasoning(text="think"), Text("")))))
+    text, ids, now = official_render(gptoss.to_transformers(), official("gptoss.jinja"), conv)
+    jinja = render(conv, "harmony-jinja", gptoss, options=RenderOptions(now=now))
+    assert_same(text, ids, jinja.text, jinja.input_ids)
+    assert text.endswith("<|start|>assistant<|channel|>final<|message|><|return|>")
+    messages = [oh.Message.from_role_and_content(oh.Role.SYSTEM, oh.SystemContent.new().with_conversation_start_date(
+                    "2024-07-26")),
+                oh.Message.from_role_and_content(oh.Role.USER, "hi"),
+                oh.Message.from_role_and_content(oh.Role.ASSISTANT, "think").with_channel("analysis"),
+                oh.Message.from_role_and_content(oh.Role.ASSISTANT, "").with_channel("final")]
+    expected = encoding.render_conversation_for_training(oh.Conversation.from_messages(messages),
+                                                         oh.RenderConversationConfig(auto_drop_analysis=False))
+    ours = render(conv, "harmony", gptoss)
+    assert_same(encoding.decode(expected), expected, ours.text, ours.input_ids)
+    for rendered, family in ((ours, "harmony"), (jinja, "harmony-jinja")):
+        check_roundtrip(conv, rendered, family, gptoss)

@@ -116,8 +116,9 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
                 elif isinstance(b, ToolCall) and b.kind != "hosted":
                     parts.append(("call", json.dumps(call_arguments(b), ensure_ascii=False), b.name))
             order = {b.id: k for k, b in enumerate(b for b in m.blocks if isinstance(b, ToolCall))}
-            if not parts and (not m.blocks or any(_text_of(b) is not None for b in m.blocks)):
-                parts = [("text", "", None)]
+            if all(kind == "analysis" for kind, _, _ in parts) and (
+                    not m.blocks or any(_text_of(b) is not None for b in m.blocks)):  # an empty answer
+                parts.append(("text", "", None))
             for i, (kind, content, name) in enumerate(parts):
                 message = oh.Message.from_role_and_content(oh.Role.ASSISTANT, content)
                 if kind == "call":
