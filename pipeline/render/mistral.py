@@ -10,7 +10,8 @@ The format (what `templates/mistral.jinja` writes):
 What it cannot carry, each ledgered: text beside calls in one assistant message (dropped; RenderOptions
 calls="refuse" refuses instead), the place of system text (it moves to the last user turn), call ids
 (written as 9 alphanumerics derived from the canonical id, recorded per call), a result text's JSON
-formatting (a result that is JSON is written as that JSON value), trailing spaces of an answer.
+formatting (a result that is JSON is written as that JSON value), trailing spaces of an answer (of the
+last of consecutive answers, which are joined).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolC
 from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
-from ._inputs import InputPolicy, TemplateInputs, _Builder, _Item, block_path
+from ._inputs import _MESSAGE_AT, InputPolicy, TemplateInputs, _Builder, _Item, block_path
 from ._tool_inputs import result_text
 from ._roundtrip import without_dropped
-from .marks import BlockRef, Marks
+from .marks import MARK_RE, BlockRef, Marks, mark_index
 from .rendered import RenderOptions
 from .templates import Family
 
@@ -131,14 +132,48 @@ class _MistralBuilder(_Builder):
                     self.ledger.add("dropped", path, "text beside tool calls: a Mistral assistant message carries "
                                                      "text or calls")
                     blocks[bi] = Text("")
-        else:
-            texts = [bi for bi, b in enumerate(blocks) if isinstance(b, Text) and b.text]
-            if texts and blocks[texts[-1]].text.endswith(" "):
-                bi = texts[-1]
-                self.ledger.add("dropped", block_path(mi, bi) + ".trailing_spaces",
-                                "trailing spaces of an answer (mistral-common strips them)")
-                blocks[bi] = structs.replace(blocks[bi], text=blocks[bi].text.rstrip(" "))
         super()._assistant(mi, structs.replace(message, blocks=tuple(blocks)))
+
+    def _empty_turn(self, mi: int, prefix: str) -> str:
+        return ""  # anchored by _join_runs if its run keeps it
+
+    def _order_results(self) -> list[_Item]:
+        return self._join_runs(super()._order_results())
+
+    def _join_runs(self, items: list[_Item]) -> list[_Item]:
+        """mistral-common joins the texts of consecutive user messages, and of consecutive answers, with a
+        blank line, leaving out empty ones, and strips the trailing spaces of the joined answer. So here: an
+        empty message in such a run carries nothing and is left out (a run of empty ones keeps its last),
+        and the last answer of a run loses its trailing spaces; the template joins what is left."""
+        out: list[_Item] = []
+        i = 0
+        while i < len(items):
+            kind = _run_kind(items[i].message)
+            j = i + 1
+            while kind is not None and j < len(items) and _run_kind(items[j].message) == kind:
+                j += 1
+            run = [item for item in items[i:j] if item.message["content"]] or items[j - 1:j]
+            if kind == "answer":
+                self._end_answer(run[-1])
+            out += run
+            i = j
+        return out
+
+    def _end_answer(self, item: _Item) -> None:
+        message, content = item.message, item.message["content"]
+        if not content:  # an empty turn: anchored, so its generation region can be attributed
+            message["content"] = self.marks.text("", BlockRef("text", int(item.path[_MESSAGE_AT:-1]), None, item.path),
+                                                 anchor=True)
+            return
+        end = len(content)
+        while end and MARK_RE.match(content, end - 1):  # the last block's closing sentinel
+            end -= 1
+        if not end or content[end - 1] != " ":
+            return
+        message["content"] = content[:end].rstrip(" ") + content[end:]
+        path = self.marks.refs[mark_index(content[-1]) // 2 - 1].path if end < len(content) else item.path
+        self.ledger.add("dropped", path + ".trailing_spaces",
+                        "trailing spaces of an answer (mistral-common strips them)")
 
     def _call(self, mi: int, bi: int, call: ToolCall) -> dict[str, Any] | None:
         out = super()._call(mi, bi, call)
@@ -171,6 +206,13 @@ class _MistralBuilder(_Builder):
         self.items.append(_Item({"role": "tool", "content": body}, result.call_id, path))
 
 
+def _run_kind(message: dict[str, Any]) -> str | None:
+    """What joins with its neighbours of the same kind: user texts, answers (assistant texts)."""
+    if message["role"] == "user":
+        return "user"
+    return "answer" if message["role"] == "assistant" and not message.get("tool_calls") else None
+
+
 def build_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
     assert isinstance(policy, MistralPolicy)
     return _MistralBuilder(conv, marks, ledger, policy).run()
@@ -195,16 +237,15 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
             system += [b.text for b in message.blocks if isinstance(b, Text) and b.text]
             messages.append(message)  # breaks a run of user turns, as in the stream; removed below
             continue
-        if message.role == "assistant" and not any(isinstance(b, ToolCall) for b in message.blocks):
-            message = _answer(message)
+        if message.role in ("user", "tool") and not message.blocks:
+            continue  # renders nothing, so parts no run
         message = structs.replace(message, blocks=tuple(_written(b) for b in message.blocks))
         last = messages[-1] if messages else None
         if last is not None and _text_only(last) and _text_only(message) and last.role == message.role:
-            joined = POLICY.text_joiner.join(b.text for b in last.blocks + message.blocks if b.text)
-            messages[-1] = structs.replace(last, blocks=(Text(joined),))
+            messages[-1] = structs.replace(last, blocks=last.blocks + message.blocks)
         else:
             messages.append(message)
-    messages = [m for m in messages if m.role not in ("system", "developer")]
+    messages = [_joined(m) for m in messages if m.role not in ("system", "developer")]
     users = [i for i, m in enumerate(messages) if m.role == "user" and any(isinstance(b, Text) for b in m.blocks)]
     if system and users:
         i = users[-1]
@@ -218,16 +259,19 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
 
 
 def _text_only(message: Message) -> bool:
-    return message.role in ("user", "assistant") and bool(message.blocks) and all(
-        isinstance(b, Text) for b in message.blocks)
+    return message.role in ("user", "assistant") and all(isinstance(b, Text) for b in message.blocks)
 
 
-def _answer(message: Message) -> Message:
-    blocks = list(message.blocks)
-    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text) and b.text]
-    if texts:
-        blocks[texts[-1]] = Text(blocks[texts[-1]].text.rstrip(" "))
-    return structs.replace(message, blocks=tuple(b for b in blocks if not (isinstance(b, Text) and not b.text)))
+def _joined(message: Message) -> Message:
+    """A run of user texts or answers as the stream holds it: the texts that are not empty joined, an
+    answer without its trailing spaces."""
+    if not _text_only(message):
+        return message
+    joined = POLICY.text_joiner.join(b.text for b in message.blocks if b.text)
+    if message.role == "assistant":
+        joined = joined.rstrip(" ")
+        return structs.replace(message, blocks=(Text(joined),) if joined else ())
+    return structs.replace(message, blocks=(Text(joined),))
 
 
 def _written(block):

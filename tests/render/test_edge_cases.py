@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from render_support import assert_same, transformers_render
 from test_harmony import encoding, gptoss, official_render  # noqa: F401 (fixtures)
+from test_mistral import assert_matches_mistral_common
 
 from pipeline.conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.render import RenderOptions, check_roundtrip, load_tokenizer, render
@@ -87,3 +88,36 @@ def test_harmony_empty_answer_after_reasoning_is_an_empty_final_message(gptoss, 
     assert_same(encoding.decode(expected), expected, ours.text, ours.input_ids)
     for rendered, family in ((ours, "harmony"), (jinja, "harmony-jinja")):
         check_roundtrip(conv, rendered, family, gptoss)
+
+
+# --- Mistral ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("messages, text", [
+    # mistral-common joins the texts of consecutive user messages, and of answers, leaving out empty ones
+    ([_user("a"), _user(""), _user("b"), _answer("y")], "<s>[INST]a\n\nb[/INST]y</s>"),
+    ([_user(""), _user("a"), _answer("y")], "<s>[INST]a[/INST]y</s>"),
+    ([_user("a"), _answer("x"), _user(""), _answer("y")], "<s>[INST]a[/INST]x</s>[INST][/INST]y</s>"),
+    # ...and strips the trailing spaces of the joined answer, not of each answer
+    ([_user("a"), _answer("c "), _answer("d")], "<s>[INST]a[/INST]c \n\nd</s>"),
+    ([_user("a"), _answer("c"), _answer("  ")], "<s>[INST]a[/INST]c\n\n</s>"),
+    ([_user("a"), _answer("c  "), _answer("d ")], "<s>[INST]a[/INST]c  \n\nd</s>"),
+])
+def test_mistral_joins_runs_as_mistral_common_does(messages, text):
+    tok = load_tokenizer("mistral")
+    conv = Conversation(messages=tuple(messages))
+    ours = render(conv, "mistral", tok)
+    assert ours.text == text
+    assert_matches_mistral_common(conv, ours)
+    check_roundtrip(conv, ours, "mistral", tok)
+
+
+def test_mistral_empty_answers_beside_answers_are_left_out():
+    """mistral-common refuses an empty answer alone, and leaves it out of a run of answers."""
+    tok = load_tokenizer("mistral")
+    for messages in ([_user("a"), _answer(""), _answer("b")], [_user("a"), _answer("b"), _answer("")]):
+        conv = Conversation(messages=tuple(messages))
+        ours = render(conv, "mistral", tok)
+        assert ours.text == "<s>[INST]a[/INST]b</s>"
+        check_roundtrip(conv, ours, "mistral", tok)
+    alone = Conversation(messages=(_user("a"), _answer(""), _answer("")))
+    assert render(alone, "mistral", tok).text == "<s>[INST]a[/INST]</s>"

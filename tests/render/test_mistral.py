@@ -5,6 +5,7 @@ the tokenizer, call ids, goldens, masks, parse-back."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 import pytest
@@ -61,9 +62,10 @@ def reference_request(conv: Conversation) -> ChatCompletionRequest:
         else:
             for b in m.blocks:
                 if isinstance(b, ToolResult) and b.kind != "hosted":
-                    text = "\n\n".join(p.text for p in b.content if isinstance(p, Text))
+                    parts = [p.text for p in b.content if isinstance(p, Text)]
+                    text = "\n\n".join(parts) if parts or b.output is UNSET else json.dumps(b.output, ensure_ascii=False)
                     out.append(mc_messages.ToolMessage(content=text, tool_call_id=ids[b.call_id]))
-            if texts:
+            if texts or (m.role == "user" and any(isinstance(b, Text) for b in m.blocks)):  # an empty one too
                 out.append(mc_messages.UserMessage(content=texts))
     tools = [mc_calls.Tool(function=mc_calls.Function(name=t.name, description=t.description or "",
                                                       parameters={} if t.parameters is UNSET else t.parameters))
