@@ -11,7 +11,8 @@ What it cannot carry, each ledgered: text beside calls in one assistant message 
 calls="refuse" refuses instead), the place of system text (it moves to the last user turn), call ids
 (written as 9 alphanumerics derived from the canonical id, recorded per call), a result text's JSON
 formatting (a result that is JSON is written as that JSON value), trailing spaces of an answer (of the
-last of consecutive answers, which are joined).
+last of consecutive answers, which are joined). A conversation that does not open with a user turn gets
+an empty one first (synthesized), as mistral-common writes it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from msgspec import UNSET, structs
 
-from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolCall, ToolResult
+from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
@@ -86,33 +87,19 @@ def written_text(text: str) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _has_user_text(conv: Conversation) -> bool:
-    return any(m.role in ("user", "tool") and any(isinstance(b, Text) or (isinstance(b, Media) and b.text is not None)
-                                                  for b in m.blocks) for m in conv.messages)
-
-
 class _MistralBuilder(_Builder):
     policy: MistralPolicy
 
     def __init__(self, conv: Conversation, marks: Marks, ledger: Ledger, policy: MistralPolicy) -> None:
         super().__init__(conv, marks, ledger, policy)
         self.ids = call_ids(conv)
-        self.no_user = not _has_user_text(conv)
-
-    def _instructions(self) -> None:
-        if self.no_user and (self.conv.system or self.conv.developer):
-            self.ledger.add("dropped", "$.system", "mistral writes instructions in the last user turn; there is none")
-            return
-        super()._instructions()
 
     def _tools(self) -> list[dict[str, Any]] | None:
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"
-            if tool.kind != "function" or self.no_user:
-                why = (f"{tool.kind} tool '{tool.name}' has no place in mistral" if tool.kind != "function"
-                       else "mistral lists tools before the last user turn; there is none")
-                self.ledger.add("dropped", path, why)
+            if tool.kind != "function":
+                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in mistral")
                 continue
             parameters = {} if tool.parameters is UNSET else tool.parameters
             definition = {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
@@ -138,7 +125,13 @@ class _MistralBuilder(_Builder):
         return ""  # anchored by _join_runs if its run keeps it
 
     def _order_results(self) -> list[_Item]:
-        return self._join_runs(super()._order_results())
+        items = self._join_runs(super()._order_results())
+        first = next((item.message["role"] for item in items if item.message["role"] != "system"), None)
+        if first != "user":  # where the instructions and tools go, too
+            self.ledger.add("synthesized", "$.messages", "an empty user turn opens the conversation (mistral-common "
+                                                         "writes one before a conversation that opens otherwise)")
+            items.insert(0, _Item({"role": "user", "content": ""}, None, "$.messages"))
+        return items
 
     def _join_runs(self, items: list[_Item]) -> list[_Item]:
         """mistral-common joins the texts of consecutive user messages, and of consecutive answers, with a
@@ -246,6 +239,8 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
         else:
             messages.append(message)
     messages = [_joined(m) for m in messages if m.role not in ("system", "developer")]
+    if not messages or messages[0].role != "user":
+        messages.insert(0, Message(role="user", blocks=(Text(""),)))
     users = [i for i, m in enumerate(messages) if m.role == "user" and any(isinstance(b, Text) for b in m.blocks)]
     if system and users:
         i = users[-1]

@@ -121,3 +121,27 @@ def test_mistral_empty_answers_beside_answers_are_left_out():
         check_roundtrip(conv, ours, "mistral", tok)
     alone = Conversation(messages=(_user("a"), _answer(""), _answer("")))
     assert render(alone, "mistral", tok).text == "<s>[INST]a[/INST]</s>"
+
+
+_TOOL = Tool(name="f", description="d", parameters={"type": "object", "properties": {}})
+_LISTED = '[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "f", "description": "d", "parameters": ' \
+          '{"type": "object", "properties": {}}}}][/AVAILABLE_TOOLS]'
+
+
+@pytest.mark.parametrize("messages, start", [
+    ([_answer("hi"), _user("q"), _answer("x")], "<s>[INST][/INST]hi</s>" + _LISTED + "[INST]Be brief.\n\nq[/INST]"),
+    ([_answer("hi")], "<s>" + _LISTED + "[INST]Be brief.\n\n[/INST]hi</s>"),
+    ([Message(role="assistant", blocks=(ToolCall(id="c1", name="f", arguments={}),)),
+      Message(role="tool", blocks=(ToolResult(call_id="c1", content=(Text("r"),)),)), _answer("ok")],
+     "<s>" + _LISTED + "[INST]Be brief.\n\n[/INST][TOOL_CALLS]"),
+])
+def test_mistral_conversation_not_opening_with_a_user_turn_gets_an_empty_one(messages, start):
+    """mistral-common writes an empty [INST][/INST] first (the instructions and tools go there when no other
+    user turn follows); the answer right after <s> could not be parsed back, and instructions were dropped."""
+    tok = load_tokenizer("mistral")
+    conv = Conversation(system=(Text("Be brief."),), messages=tuple(messages), tools=(_TOOL,))
+    ours = render(conv, "mistral", tok)
+    assert ours.text.startswith(start)
+    assert ("synthesized", "$.messages") in {(e.kind, e.path) for e in ours.ledger}
+    assert_matches_mistral_common(conv, ours)
+    check_roundtrip(conv, ours, "mistral", tok)
