@@ -31,6 +31,7 @@ from .rendered import RenderOptions
 from .templates import Family
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "\n</think>\n\n"
+NO_THINKING = THINK_OPEN + THINK_CLOSE  # the generation prompt with enable_thinking=False
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def _one_reasoning(message: Message) -> Message:
 
 def parse_back(text: str) -> Conversation:
     """The conversation a Qwen3 token stream holds. Raises RenderError on text Qwen3 cannot produce."""
-    return chatml.parse_turns(text, _system, _assistant, "qwen3")
+    return chatml.parse_turns(text, _system, _assistant, "qwen3", ("", NO_THINKING))
 
 
 def _system(body: str) -> tuple[tuple[Text, ...], tuple[Tool, ...]]:

@@ -65,6 +65,17 @@ def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning
     check_roundtrip(conv, ours, "qwen3", tok)
 
 
+
+def test_qwen3_generation_prompt_without_thinking_parses_back():
+    """With enable_thinking=False the generation prompt holds an empty <think> block; parse-back read
+    only a bare header as a generation prompt and refused the stream."""
+    tok = load_tokenizer("qwen3")
+    conv = Conversation(messages=(_user("hi"),))
+    options = RenderOptions(add_generation_prompt=True, template_kwargs={"enable_thinking": False})
+    rendered = render(conv, "qwen3", tok, options=options)
+    assert rendered.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert check_roundtrip(conv, rendered, "qwen3", tok).messages == conv.messages
+
 # --- Harmony ------------------------------------------------------------------------------------------
 
 def test_harmony_empty_answer_after_reasoning_is_an_empty_final_message(gptoss, encoding, official):
