@@ -17,6 +17,7 @@ from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, ass
                             assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
                             call_arguments, check_golden, fixture_names, load_fixture, parse_chat, trained_pieces,
                             transformers_render, turn_starts)
+from render_support import block_text as _text_of, result_content as _result_text
 from pipeline.conversation import Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.errors import ConfigError, RenderError, ShapeError
 from pipeline.formats import parse
@@ -50,21 +51,6 @@ def encoding():
         import openai_harmony
 
         return openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
-
-
-def _text_of(block) -> str | None:
-    if isinstance(block, Text):
-        return block.text
-    if isinstance(block, Media):
-        return block.text
-    return None
-
-
-def _result_text(result: ToolResult) -> str:
-    texts = [t for t in map(_text_of, result.content) if t is not None]
-    if not texts and result.output is not UNSET:
-        return json.dumps(result.output, ensure_ascii=False)
-    return "\n".join(texts)
 
 
 # --- openai-harmony, the reference for the tokens ------------------------------------------------------
@@ -134,7 +120,7 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
             if isinstance(b, ToolResult):
                 if texts:
                     flush()
-                    out.append(oh.Message.from_role_and_content(role, "\n".join(texts)))
+                    out.append(oh.Message.from_role_and_content(role, "\n".join(t for t in texts if t)))
                     texts = []
                 author = oh.Author.new(oh.Role.TOOL, f"functions.{names.get(b.call_id) or b.name}")
                 result = oh.Message.from_author_and_content(author, _result_text(b))
@@ -144,7 +130,7 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
                 texts.append(_text_of(b))
         if texts:
             flush()
-            out.append(oh.Message.from_role_and_content(role, "\n".join(texts)))
+            out.append(oh.Message.from_role_and_content(role, "\n".join(t for t in texts if t)))
     flush()
     config = oh.RenderConversationConfig(auto_drop_analysis=False)
     return encoding.render_conversation_for_training(oh.Conversation.from_messages(out), config)

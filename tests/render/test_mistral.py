@@ -63,7 +63,8 @@ def reference_request(conv: Conversation) -> ChatCompletionRequest:
             for b in m.blocks:
                 if isinstance(b, ToolResult) and b.kind != "hosted":
                     parts = [p.text for p in b.content if isinstance(p, Text)]
-                    text = "\n\n".join(parts) if parts or b.output is UNSET else json.dumps(b.output, ensure_ascii=False)
+                    text = ("\n\n".join(parts) if parts or b.output is UNSET
+                            else json.dumps(b.output, ensure_ascii=False))
                     out.append(mc_messages.ToolMessage(content=text, tool_call_id=ids[b.call_id]))
             if texts or (m.role == "user" and any(isinstance(b, Text) for b in m.blocks)):  # an empty one too
                 out.append(mc_messages.UserMessage(content=texts))
@@ -79,14 +80,22 @@ def _encoder(ends_with_answer: bool) -> MistralTokenizer:
     return MistralTokenizer.from_file(str(mc.__path__[0] + "/data/tekken_240718.json"), mode=mode)
 
 
-def reference_ids(conv: Conversation) -> tuple[str, list[int]]:
-    """mistral-common's text and ids (Tekken v3, Mistral Nemo's file), or skip when it refuses."""
+def mistral_common_render(conv: Conversation) -> tuple[str, list[int]] | str:
+    """mistral-common's text and ids (Tekken v3, Mistral Nemo's file), or why it refuses `conv`."""
     encoder = _encoder(conv.messages[-1].role == "assistant" if conv.messages else False)
     try:
         out = encoder.encode_chat_completion(reference_request(conv))
     except (MistralCommonException, ValueError, AssertionError) as exc:
-        pytest.skip(f"mistral-common does not accept it: {type(exc).__name__}: {str(exc)[:120]}")
+        return f"mistral-common does not accept it: {type(exc).__name__}: {str(exc)[:120]}"
     return out.text, out.tokens
+
+
+def reference_ids(conv: Conversation) -> tuple[str, list[int]]:
+    """mistral-common's text and ids, or skip when it refuses."""
+    out = mistral_common_render(conv)
+    if isinstance(out, str):
+        pytest.skip(out)
+    return out
 
 
 def assert_matches_mistral_common(conv: Conversation, ours) -> None:
