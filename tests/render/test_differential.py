@@ -1,8 +1,9 @@
 """Differential tests of the built-in families: conversations drawn with edge cases in every field
 (edge_conversations) rendered by each family and compared with its reference, text and token ids: the
 official template through transformers (and the mask of trl's training variant where there is one),
-openai-harmony, mistral-common. Every render also parses back to what went in, up to its ledger.
-What they found is pinned in test_edge_cases.py. SFTPREP_HYPOTHESIS_EXAMPLES sets the examples per test."""
+openai-harmony, mistral-common. Every render also parses back to what went in, up to its ledger, and
+`sftprep render --json` gives the same. What they found is pinned in test_edge_cases.py.
+SFTPREP_HYPOTHESIS_EXAMPLES sets the examples per test."""
 
 from __future__ import annotations
 
@@ -198,3 +199,38 @@ def test_mistral_equals_mistral_common_where_it_accepts(conv, tokenizers):
         assert_same(*reference, ours.text, ours.input_ids, "mistral-common vs ours")
         event("compared with mistral-common")
 
+
+
+# --- the command line: `sftprep render --json` gives the render API's output, which parses back -------
+
+FAMILY_TOKENIZERS = {"chatml": "qwen2.5", "qwen3": "qwen3", "llama3": "llama3", "harmony": "gpt-oss",
+                     "harmony-jinja": "gpt-oss", "mistral": "mistral"}
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(convs=st.lists(conversations(), min_size=4, max_size=4))
+def test_cli_render_json_equals_the_render_api_and_parses_back(convs, tmp_path_factory, capsys):
+    from pipeline.cli.main import main
+    from pipeline.conversation import to_json
+
+    path = tmp_path_factory.mktemp("generated") / "conversations.jsonl"
+    path.write_bytes(b"".join(to_json(conv) + b"\n" for conv in convs))
+    for family, name in FAMILY_TOKENIZERS.items():
+        tok = load_tokenizer(name)
+        code = main(["render", str(path), "--record", "all", "--template", family, "--json", "--from", "canonical",
+                     "--date", "2024-07-26"])
+        lines = [json.loads(line) for line in capsys.readouterr().out.split("\n") if line]  # U+2028 is no break
+        assert len(lines) == len(convs)
+        failed = False
+        for conv, line in zip(convs, lines):
+            try:
+                expected = render(conv, family, tok)
+            except RenderError as exc:
+                assert line["error"]["code"] == exc.code
+                failed = True
+                continue
+            assert_same(expected.text, expected.input_ids, line["text"], line["input_ids"], f"{family}: API vs CLI")
+            assert_same_list(expected.loss_mask, line["loss_mask"], f"{family}: the API's mask vs the CLI's")
+            check_roundtrip(conv, msgspec.structs.replace(expected, input_ids=line["input_ids"]), family, tok)
+        assert code == (1 if failed else 0)
