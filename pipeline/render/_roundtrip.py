@@ -49,6 +49,12 @@ def dropped_paths(ledger: Iterable[LedgerEntry]) -> set[str]:
     return {entry.path for entry in ledger if entry.kind == "dropped"}
 
 
+def shown(path: str, dropped: set[str]) -> bool:
+    """Whether the template renders the block at `path`: not dropped, or dropped with its newlines, the
+    newlines being all it held (Qwen3 writes reasoning of newlines alone as an empty <think> block)."""
+    return path not in dropped or path + ".newlines" in dropped
+
+
 def without_dropped(conv: Conversation, ledger: Iterable[LedgerEntry]) -> Conversation:
     """`conv` without the messages, blocks, instructions and tools the ledger says were dropped."""
     dropped = dropped_paths(ledger)

@@ -25,7 +25,7 @@ from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
 from . import chatml
 from ._inputs import InputPolicy, TemplateInputs, _Builder, block_path
-from ._roundtrip import dropped_paths, without_dropped
+from ._roundtrip import dropped_paths, shown, without_dropped
 from .marks import Marks
 from .rendered import RenderOptions
 from .templates import Family
@@ -156,9 +156,8 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
     messages = []
     for mi, message in enumerate(conv.messages):
         if message.role == "assistant":
-            # Reasoning handed to the template: not dropped, or dropped once stripped of its newlines.
-            kept = {bi for bi, b in enumerate(message.blocks) if isinstance(b, Reasoning) and b.text and (
-                block_path(mi, bi) not in dropped or block_path(mi, bi) + ".newlines" in dropped)}
+            kept = {bi for bi, b in enumerate(message.blocks)
+                    if isinstance(b, Reasoning) and b.text and shown(block_path(mi, bi), dropped)}
             blocks, _ = strip_newlines(message.blocks, kept, _thinks(conv, mi, bool(kept), query))
             message = structs.replace(message, blocks=blocks)
         messages.append(message)

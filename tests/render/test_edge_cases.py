@@ -9,7 +9,7 @@ from test_harmony import encoding, gptoss, official_render  # noqa: F401 (fixtur
 from test_mistral import assert_matches_mistral_common
 
 from pipeline.conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall, ToolResult
-from pipeline.render import RenderOptions, check_roundtrip, load_tokenizer, render
+from pipeline.render import RenderOptions, check_roundtrip, load_template, load_tokenizer, render
 
 
 def _user(text: str) -> Message:
@@ -75,6 +75,20 @@ def test_qwen3_generation_prompt_without_thinking_parses_back():
     rendered = render(conv, "qwen3", tok, options=options)
     assert rendered.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert check_roundtrip(conv, rendered, "qwen3", tok).messages == conv.messages
+
+
+def test_qwen3_expand_trains_a_turn_whose_reasoning_is_newlines_alone():
+    """past_reasoning='expand' counted such a turn as one whose reasoning the template drops (its block is
+    ledgered: nothing of it is kept) and refused it, though the row shows it as the model sees it: an
+    empty <think> block."""
+    from pipeline.render.expand import expand
+
+    tok = load_tokenizer("qwen3")
+    conv = Conversation(messages=(_user("hi"), Message(role="assistant", blocks=(Reasoning(text="\n"), Text("a"))),
+                                  _user("again"), Message(role="assistant", blocks=(Reasoning(text="r"), Text("b")))))
+    rows = expand(conv, load_template("qwen3"), tok)
+    assert [(row.case, row.trained) for row in rows] == [("prefix", (1,)), ("final", (3,))]
+    assert rows[0].rendered.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\na<|im_end|>\n")
 
 # --- Harmony ------------------------------------------------------------------------------------------
 
