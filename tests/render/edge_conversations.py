@@ -126,7 +126,7 @@ def conversations(draw, shape: Shape = Shape()) -> Conversation:
             messages += [Message(role="assistant", blocks=(last,)), Message(role="tool", blocks=(result(last),))]
         else:
             messages.append(Message(role="user", blocks=texts()))
-    system = (Text(draw(text)),) if draw(st.booleans()) else ()
+    system = texts() if draw(st.booleans()) else ()
     developer = (Text(draw(text)),) if draw(st.integers(0, 3)) == 0 else ()
     tools = tuple(_tool(draw, text, name) for name in used if draw(st.integers(0, 5)) > 0)
     return Conversation(messages=tuple(messages), system=system, developer=developer, tools=tools)
