@@ -62,7 +62,7 @@ class Shape:
     text_beside_calls: bool = True
     structured_results: bool = True  # results holding a JSON object, no text
     opening_assistant: bool = True  # a conversation may open with an assistant turn
-    system_midway: bool = True  # a system message after the first turn
+    system_midway: bool = True  # a system or developer message after the first turn
     extra_strings: tuple[str, ...] = MISTRAL_TOKENS  # more edge strings
     names: tuple[str, ...] = ("get_weather", "lookup", "f", "search.web", "tool_2", "名前")
 
@@ -70,8 +70,8 @@ class Shape:
 @st.composite
 def conversations(draw, shape: Shape = Shape()) -> Conversation:
     """1-3 rounds of user turns, assistant calls answered by results, and an answer; sometimes more around
-    them (an opening assistant turn, a system message midway, a second answer, a closing user turn or
-    call), and system, developer and tool definitions."""
+    them (an opening assistant turn, a system or developer message midway, a second answer, a closing user
+    turn or call), and system, developer and tool definitions."""
     text = edge_text(shape.extra_strings)
     values = json_values(text)
     ids, provider_ids = CallIds(), itertools.count(1)
@@ -105,7 +105,8 @@ def conversations(draw, shape: Shape = Shape()) -> Conversation:
         messages.append(Message(role="assistant", blocks=texts()))
     for _round in range(draw(st.integers(1, 3))):
         if shape.system_midway and messages and draw(st.integers(0, 5)) == 0:
-            messages.append(Message(role="system", blocks=(Text(draw(text)),)))
+            role = draw(st.sampled_from(["system", "developer"]))
+            messages.append(Message(role=role, blocks=(Text(draw(text)),)))
         messages += [Message(role="user", blocks=texts()) for _ in range(draw(st.integers(1, 2)))]
         for _step in range(draw(st.integers(0, 2))):
             calls = [call(draw(st.sampled_from(shape.names)), draw(st.dictionaries(_KEYS, values, max_size=4)))

@@ -83,7 +83,7 @@ def reference_tools(conv: Conversation) -> list[dict] | None:
 
 def reference_inputs(conv: Conversation) -> list[dict]:
     """What a transformers user hands the official template: one dict per message (text joined by
-    newlines, untrimmed: the template trims), one tool message per result."""
+    newlines, untrimmed: the template trims; developer text as system text), one tool message per result."""
     messages = _head(conv)
     for m in conv.messages:
         texts = "\n".join(b.text for b in m.blocks if isinstance(b, Text) and b.text)
@@ -95,7 +95,7 @@ def reference_inputs(conv: Conversation) -> list[dict]:
             messages.append({**_call_dict(calls[0]), "content": texts,
                              "tool_calls": [_call_dict(c)["tool_calls"][0] for c in calls]})
         else:
-            messages.append({"role": m.role, "content": texts})
+            messages.append({"role": "system" if m.role == "developer" else m.role, "content": texts})
     return messages
 
 

@@ -41,7 +41,8 @@ def template():
 
 def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]:
     """What a transformers user hands the official template for `conv`, written independently of the
-    renderer's conversion: texts joined by newlines, reasoning as `reasoning_content`, results as text,
+    renderer's conversion: texts joined by newlines, developer text as system text (Qwen has no developer
+    role), reasoning as `reasoning_content`, results as text,
     calls and results with their ids (the provider's where known), provider-hosted tools left out (they
     are not functions the model calls)."""
     messages: list[dict] = []
@@ -69,7 +70,7 @@ def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]
                 message["tool_calls"] = calls
             messages.append(message)
         else:
-            messages.append({"role": m.role, "content": texts})
+            messages.append({"role": "system" if m.role == "developer" else m.role, "content": texts})
     tools = [{"type": "function", "function": {"name": t.name,
                                                 **({"description": t.description} if t.description is not None else {}),
                                                 **({"parameters": t.parameters} if t.parameters is not UNSET else {})}}
