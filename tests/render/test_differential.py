@@ -153,16 +153,16 @@ GPTOSS = Shape(parallel=False, text_beside_calls=False, structured_results=False
 def test_harmony_equals_openai_harmony_and_the_official_template(conv, asked, gptoss, gptoss_hf, encoding,
                                                                  official):
     """Two adjacent assistant messages whose first ends without an answer are a declared refusal."""
-    ours = _render(conv, "harmony", gptoss, ("render_turn_boundary",))
+    prompt = _prompt(conv, asked)
+    ours = _render(conv, "harmony", gptoss, ("render_turn_boundary",), add_generation_prompt=prompt)
     if ours is None:
         return
     check_roundtrip(conv, ours, "harmony", gptoss)
-    expected = harmony_reference(conv, encoding)
+    expected = harmony_reference(conv, encoding, prompt)
     assert_same(encoding.decode(expected), expected, ours.text, ours.input_ids, "ours vs openai-harmony")
-    event("compared with openai-harmony")
+    event("compared with openai-harmony" + (" (generation prompt)" if prompt else ""))
     if official_supports(conv, encoding, official("gptoss.jinja")) is not None:
         return
-    prompt = _prompt(conv, asked)
     text, ids, now = official_render(gptoss_hf, official("gptoss.jinja"), conv,
                                      add_generation_prompt=prompt)
     jinja = render(conv, "harmony-jinja", gptoss, options=RenderOptions(now=now, add_generation_prompt=prompt))

@@ -55,11 +55,12 @@ def encoding():
 
 # --- openai-harmony, the reference for the tokens ------------------------------------------------------
 
-def harmony_reference(conv: Conversation, encoding) -> list[int]:
-    """openai-harmony's training render of the same conversation, built from the Harmony docs' semantics:
-    instructions and tools in the developer message, each reasoning block an analysis message, each call
-    a commentary message to functions.NAME, text final when it ends its message (commentary otherwise),
-    results from functions.NAME in the order of the calls they answer. No analysis is auto-dropped."""
+def harmony_reference(conv: Conversation, encoding, prompt: bool = False) -> list[int]:
+    """openai-harmony's training render of the same conversation (with `prompt`, its render for the
+    assistant's completion), built from the Harmony docs' semantics: instructions and tools in the
+    developer message, each reasoning block an analysis message, each call a commentary message to
+    functions.NAME, text final when it ends its message (commentary otherwise), results from
+    functions.NAME in the order of the calls they answer. No analysis is auto-dropped."""
     import openai_harmony as oh
 
     out = [oh.Message.from_role_and_content(
@@ -133,6 +134,9 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
             out.append(oh.Message.from_role_and_content(role, "\n".join(t for t in texts if t)))
     flush()
     config = oh.RenderConversationConfig(auto_drop_analysis=False)
+    if prompt:
+        return encoding.render_conversation_for_completion(oh.Conversation.from_messages(out), oh.Role.ASSISTANT,
+                                                           config)
     return encoding.render_conversation_for_training(oh.Conversation.from_messages(out), config)
 
 
