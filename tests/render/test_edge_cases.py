@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from render_support import assert_same, transformers_render
-from test_harmony import encoding, gptoss, official_render  # noqa: F401 (fixtures)
+from test_harmony import encoding, gptoss, gptoss_hf, official_render  # noqa: F401 (fixtures)
+from test_qwen3 import qwen3, qwen3_hf  # noqa: F401 (fixtures)
 
 from pipeline.conversation import Conversation, Message, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.render import RenderOptions, check_roundtrip, load_template, load_tokenizer, render
@@ -41,7 +42,7 @@ def test_tool_names_and_descriptions_parse_back_through_the_normalizer(family, t
 # --- Qwen3 --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("reasoning", ["\n", "\n\n"])
-def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning, official):
+def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning, qwen3, qwen3_hf, official):
     """The official template tests the reasoning before stripping its newlines: reasoning of newlines
     alone gives an empty <think> block, in a turn with a call and in a turn with nothing else."""
     call = ToolCall(id="c1", name="f", arguments={})
@@ -55,14 +56,12 @@ def test_qwen3_reasoning_of_newlines_alone_writes_an_empty_think_block(reasoning
                 {"role": "tool", "content": "ok"},
                 {"role": "assistant", "content": "", "reasoning_content": reasoning},
                 {"role": "assistant", "content": "\ndone"}]
-    tok = load_tokenizer("qwen3")
-    text, ids = transformers_render(tok.to_transformers(), official("qwen3.jinja"), messages, None)
-    ours = render(conv, "qwen3", tok)
+    text, ids = transformers_render(qwen3_hf, official("qwen3.jinja"), messages, None)
+    ours = render(conv, "qwen3", qwen3)
     assert_same(text, ids, ours.text, ours.input_ids)
     assert text.count("<think>\n\n</think>\n\n") == 3
     assert ("dropped", "$.messages[1].blocks[0]") in {(e.kind, e.path) for e in ours.ledger}
-    check_roundtrip(conv, ours, "qwen3", tok)
-
+    check_roundtrip(conv, ours, "qwen3", qwen3)
 
 
 def test_qwen3_generation_prompt_without_thinking_parses_back():
@@ -89,15 +88,16 @@ def test_qwen3_expand_trains_a_turn_whose_reasoning_is_newlines_alone():
     assert [(row.case, row.trained) for row in rows] == [("prefix", (1,)), ("final", (3,))]
     assert rows[0].rendered.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\na<|im_end|>\n")
 
+
 # --- Harmony ------------------------------------------------------------------------------------------
 
-def test_harmony_empty_answer_after_reasoning_is_an_empty_final_message(gptoss, encoding, official):
+def test_harmony_empty_answer_after_reasoning_is_an_empty_final_message(gptoss, gptoss_hf, encoding, official):
     """Reasoning, then an empty answer: the official template writes the analysis and an empty final
     message (as openai-harmony renders that final message); the empty text was left out silently."""
     import openai_harmony as oh
 
     conv = Conversation(messages=(_user("hi"), Message(role="assistant", blocks=(Reasoning(text="think"), Text("")))))
-    text, ids, now = official_render(gptoss.to_transformers(), official("gptoss.jinja"), conv)
+    text, ids, now = official_render(gptoss_hf, official("gptoss.jinja"), conv)
     jinja = render(conv, "harmony-jinja", gptoss, options=RenderOptions(now=now))
     assert_same(text, ids, jinja.text, jinja.input_ids)
     assert text.endswith("<|start|>assistant<|channel|>final<|message|><|return|>")
