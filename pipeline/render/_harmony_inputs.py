@@ -91,7 +91,7 @@ class _HarmonyBuilder(_Builder):
 
     def _assistant(self, mi: int, message: Message) -> None:
         parts: list[tuple[str, Any]] = []  # ("analysis" | "text" | "call", marked text or call dict)
-        carried, joined, calls = False, 0, 0
+        carried, joined, calls, empty_text = False, 0, 0, False
         keep_reasoning = self.kept is None or mi in self.kept
         for bi, block in enumerate(message.blocks):
             path = block_path(mi, bi)
@@ -102,6 +102,7 @@ class _HarmonyBuilder(_Builder):
                         continue
                     carried = True
                     if not text:
+                        empty_text = True
                         continue
                     marked = self.marks.text(text, BlockRef("text", mi, bi, path))
                     if parts and parts[-1][0] == "text":  # adjacent texts are one Harmony message
@@ -137,7 +138,9 @@ class _HarmonyBuilder(_Builder):
             return
         if joined:
             self.ledger.add("folded", f"$.messages[{mi}]", f"{joined + 1} adjacent text blocks joined into one message")
-        if not parts:  # an empty turn: an empty final message, marked so its region can be attributed
+        if not parts or (empty_text and all(kind == "analysis" for kind, _ in parts)):
+            # An empty answer (after reasoning, or alone) is an empty final message, as the official template
+            # writes it, marked so its region can be attributed.
             parts.append(("text", self.marks.text("", BlockRef("text", mi, None, f"$.messages[{mi}]"), anchor=True)))
         if self.open_turn is not None and self.open_turn[1] == len(self.items):
             raise RenderError(f"assistant message {mi} directly follows assistant message {self.open_turn[0]}, which "

@@ -217,8 +217,7 @@ class _Builder:
             self.ledger.add("folded", prefix, f"{len(texts)} text blocks joined into one turn")
         content = _join(self.policy.text_joiner, texts)
         if not calls and not content:
-            # An empty turn still needs a sentinel so its generation region can be attributed.
-            content = self.marks.text("", _ref(("text", mi, None, prefix)), anchor=True)
+            content = self._empty_turn(mi, prefix)
         out: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             out["tool_calls"] = calls
@@ -227,6 +226,11 @@ class _Builder:
             out["reasoning_content"] = joined
             out["thinking"] = joined
         self.items.append(_item((out, None, prefix)))
+
+    def _empty_turn(self, mi: int, prefix: str) -> str:
+        """The content of an assistant turn with no text and no calls: a sentinel pair all the same, so
+        its generation region can be attributed."""
+        return self.marks.text("", _ref(("text", mi, None, prefix)), anchor=True)
 
     def _reasoning_dropped(self, mi: int, block: Reasoning) -> str | None:
         """Why the template gets no reasoning block of message `mi` (None: it gets it)."""

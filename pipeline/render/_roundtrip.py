@@ -15,8 +15,8 @@ Both sides are reduced to the same projection and compared item by item:
 - the tools: ("tools", ((name, description, parameters JSON), ...)).
 
 Blocks (and messages, tools) whose path has a "dropped" ledger entry are left out of the rendered side;
-any other block must come back. Text goes through the tokenizer's normalizer (NFC for Qwen) on both
-sides, because the token stream holds the normalized text. Which ledger kinds the projection absorbs
+any other block must come back. Text, names, arguments and tool definitions go through the tokenizer's
+normalizer (NFC for Qwen) on both sides, because the token stream holds the normalized text. Which ledger kinds the projection absorbs
 without a trace: "folded" (joined texts, developer in system, JSON output), "reordered" (text before
 calls, results in call order), "synthesized" (a default system prompt, removed by the family's parser).
 """
@@ -47,6 +47,12 @@ def _identity(text: str) -> str:
 
 def dropped_paths(ledger: Iterable[LedgerEntry]) -> set[str]:
     return {entry.path for entry in ledger if entry.kind == "dropped"}
+
+
+def shown(path: str, dropped: set[str]) -> bool:
+    """Whether the template renders the block at `path`: not dropped, or dropped with its newlines, the
+    newlines being all it held (Qwen3 writes reasoning of newlines alone as an empty <think> block)."""
+    return path not in dropped or path + ".newlines" in dropped
 
 
 def without_dropped(conv: Conversation, ledger: Iterable[LedgerEntry]) -> Conversation:
@@ -97,7 +103,8 @@ def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Norm
             items.extend(_assistant(kept, normalize, join))
         else:
             items.extend(_other(message.role, kept, calls, normalize, join))
-    tools = tuple((t.name, t.description, None if t.parameters is UNSET else _json(t.parameters))
+    tools = tuple((normalize(t.name), None if t.description is None else normalize(t.description),
+                   None if t.parameters is UNSET else normalize(_json(t.parameters)))
                   for ti, t in enumerate(conv.tools) if f"$.tools[{ti}]" not in dropped)
     if tools:
         items.append(("tools", tools))
@@ -123,8 +130,8 @@ def _call(block: ToolCall, normalize: Normalize) -> tuple[str, str]:
         try:
             arguments = json.loads(text)
         except ValueError:
-            return block.name, normalize(text)
-    return block.name, normalize(_json(arguments))
+            return normalize(block.name), normalize(text)
+    return normalize(block.name), normalize(_json(arguments))
 
 
 def _assistant(kept, normalize: Normalize, join: Callable[[list[str]], str]) -> list[tuple]:

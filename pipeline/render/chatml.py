@@ -42,9 +42,9 @@ def parse_back(text: str) -> Conversation:
 
 def parse_turns(text: str, read_system: Callable[[str], tuple[tuple[Text, ...], tuple[Tool, ...]]],
                 read_assistant: Callable[[str, CallIds, int], tuple[Message, list[ToolCall]]],
-                family: str) -> Conversation:
+                family: str, prompts: tuple[str, ...] = ("",)) -> Conversation:
     """The turns of a ChatML-shaped stream (ChatML, Qwen3), the family's own readers for the leading
-    system turn and for assistant bodies."""
+    system turn and for assistant bodies; `prompts` are what a generation prompt may hold after its header."""
     system: tuple[Text, ...] = ()
     tools: tuple[Tool, ...] = ()
     messages: list[Message] = []
@@ -59,7 +59,7 @@ def parse_turns(text: str, read_system: Callable[[str], tuple[tuple[Text, ...], 
         if role not in ("system", "user", "assistant") or not newline:
             raise RenderError(f"not a ChatML turn header: {turn[:40]!r}", path=f"$.turn[{index}]", code="parse_back")
         if not rest.endswith("<|im_end|>\n") or "<|im_end|>" in rest[:-11]:
-            if role == "assistant" and not rest and index == len(turns) - 1:
+            if role == "assistant" and rest in prompts and index == len(turns) - 1:
                 break  # a generation prompt
             raise RenderError("a turn must end with one <|im_end|> and a newline", path=f"$.turn[{index}]",
                               code="parse_back")

@@ -22,7 +22,7 @@ from msgspec import structs
 from ..conversation import Conversation, Reasoning
 from ..errors import RenderError
 from ._inputs import block_path
-from ._roundtrip import dropped_paths
+from ._roundtrip import dropped_paths, shown
 from .engine import render_buffers
 from .rendered import MaskPolicy, RenderOptions, Rendered
 from .templates import Template
@@ -101,7 +101,7 @@ class _Expander:
         out = set()
         for mi in turns:
             if mi >= len(self.conv.messages) or any(
-                    isinstance(b, Reasoning) and b.text and block_path(mi, bi) in dropped
+                    isinstance(b, Reasoning) and b.text and not shown(block_path(mi, bi), dropped)
                     for bi, b in enumerate(self.conv.messages[mi].blocks)):
                 continue
             prompt = self.prompt(mi)

@@ -10,7 +10,9 @@ The format (what `templates/mistral.jinja` writes):
 What it cannot carry, each ledgered: text beside calls in one assistant message (dropped; RenderOptions
 calls="refuse" refuses instead), the place of system text (it moves to the last user turn), call ids
 (written as 9 alphanumerics derived from the canonical id, recorded per call), a result text's JSON
-formatting (a result that is JSON is written as that JSON value), trailing spaces of an answer.
+formatting (a result that is JSON is written as that JSON value), trailing spaces of an answer (of the
+last of consecutive answers, which are joined). A conversation that does not open with a user turn gets
+an empty one first (synthesized), as mistral-common writes it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from typing import Any
 
 from msgspec import UNSET, structs
 
-from ..conversation import Conversation, Media, Message, Meta, Text, Tool, ToolCall, ToolResult
+from ..conversation import Conversation, Message, Meta, Text, Tool, ToolCall, ToolResult
 from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
-from ._inputs import InputPolicy, TemplateInputs, _Builder, _Item, block_path
+from ._inputs import _MESSAGE_AT, InputPolicy, TemplateInputs, _Builder, _Item, block_path
 from ._tool_inputs import result_text
 from ._roundtrip import without_dropped
-from .marks import BlockRef, Marks
+from .marks import MARK_RE, BlockRef, Marks, mark_index
 from .rendered import RenderOptions
 from .templates import Family
 
@@ -85,33 +87,19 @@ def written_text(text: str) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _has_user_text(conv: Conversation) -> bool:
-    return any(m.role in ("user", "tool") and any(isinstance(b, Text) or (isinstance(b, Media) and b.text is not None)
-                                                  for b in m.blocks) for m in conv.messages)
-
-
 class _MistralBuilder(_Builder):
     policy: MistralPolicy
 
     def __init__(self, conv: Conversation, marks: Marks, ledger: Ledger, policy: MistralPolicy) -> None:
         super().__init__(conv, marks, ledger, policy)
         self.ids = call_ids(conv)
-        self.no_user = not _has_user_text(conv)
-
-    def _instructions(self) -> None:
-        if self.no_user and (self.conv.system or self.conv.developer):
-            self.ledger.add("dropped", "$.system", "mistral writes instructions in the last user turn; there is none")
-            return
-        super()._instructions()
 
     def _tools(self) -> list[dict[str, Any]] | None:
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"
-            if tool.kind != "function" or self.no_user:
-                why = (f"{tool.kind} tool '{tool.name}' has no place in mistral" if tool.kind != "function"
-                       else "mistral lists tools before the last user turn; there is none")
-                self.ledger.add("dropped", path, why)
+            if tool.kind != "function":
+                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in mistral")
                 continue
             parameters = {} if tool.parameters is UNSET else tool.parameters
             definition = {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
@@ -131,14 +119,54 @@ class _MistralBuilder(_Builder):
                     self.ledger.add("dropped", path, "text beside tool calls: a Mistral assistant message carries "
                                                      "text or calls")
                     blocks[bi] = Text("")
-        else:
-            texts = [bi for bi, b in enumerate(blocks) if isinstance(b, Text) and b.text]
-            if texts and blocks[texts[-1]].text.endswith(" "):
-                bi = texts[-1]
-                self.ledger.add("dropped", block_path(mi, bi) + ".trailing_spaces",
-                                "trailing spaces of an answer (mistral-common strips them)")
-                blocks[bi] = structs.replace(blocks[bi], text=blocks[bi].text.rstrip(" "))
         super()._assistant(mi, structs.replace(message, blocks=tuple(blocks)))
+
+    def _empty_turn(self, mi: int, prefix: str) -> str:
+        return ""  # anchored by _join_runs if its run keeps it
+
+    def _order_results(self) -> list[_Item]:
+        items = self._join_runs(super()._order_results())
+        first = next((item.message["role"] for item in items if item.message["role"] != "system"), None)
+        if first != "user":  # where the instructions and tools go, too
+            self.ledger.add("synthesized", "$.messages", "an empty user turn opens the conversation (mistral-common "
+                                                         "writes one before a conversation that opens otherwise)")
+            items.insert(0, _Item({"role": "user", "content": ""}, None, "$.messages"))
+        return items
+
+    def _join_runs(self, items: list[_Item]) -> list[_Item]:
+        """mistral-common joins the texts of consecutive user messages, and of consecutive answers, with a
+        blank line, leaving out empty ones, and strips the trailing spaces of the joined answer. So here: an
+        empty message in such a run carries nothing and is left out (a run of empty ones keeps its last),
+        and the last answer of a run loses its trailing spaces; the template joins what is left."""
+        out: list[_Item] = []
+        i = 0
+        while i < len(items):
+            kind = _run_kind(items[i].message)
+            j = i + 1
+            while kind is not None and j < len(items) and _run_kind(items[j].message) == kind:
+                j += 1
+            run = [item for item in items[i:j] if item.message["content"]] or items[j - 1:j]
+            if kind == "answer":
+                self._end_answer(run[-1])
+            out += run
+            i = j
+        return out
+
+    def _end_answer(self, item: _Item) -> None:
+        message, content = item.message, item.message["content"]
+        if not content:  # an empty turn: anchored, so its generation region can be attributed
+            message["content"] = self.marks.text("", BlockRef("text", int(item.path[_MESSAGE_AT:-1]), None, item.path),
+                                                 anchor=True)
+            return
+        end = len(content)
+        while end and MARK_RE.match(content, end - 1):  # the last block's closing sentinel
+            end -= 1
+        if not end or content[end - 1] != " ":
+            return
+        message["content"] = content[:end].rstrip(" ") + content[end:]
+        path = self.marks.refs[mark_index(content[-1]) // 2 - 1].path if end < len(content) else item.path
+        self.ledger.add("dropped", path + ".trailing_spaces",
+                        "trailing spaces of an answer (mistral-common strips them)")
 
     def _call(self, mi: int, bi: int, call: ToolCall) -> dict[str, Any] | None:
         out = super()._call(mi, bi, call)
@@ -171,6 +199,13 @@ class _MistralBuilder(_Builder):
         self.items.append(_Item({"role": "tool", "content": body}, result.call_id, path))
 
 
+def _run_kind(message: dict[str, Any]) -> str | None:
+    """What joins with its neighbours of the same kind: user texts, answers (assistant texts)."""
+    if message["role"] == "user":
+        return "user"
+    return "answer" if message["role"] == "assistant" and not message.get("tool_calls") else None
+
+
 def build_inputs(conv: Conversation, marks: Marks, ledger: Ledger, policy: InputPolicy) -> TemplateInputs:
     assert isinstance(policy, MistralPolicy)
     return _MistralBuilder(conv, marks, ledger, policy).run()
@@ -195,16 +230,17 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
             system += [b.text for b in message.blocks if isinstance(b, Text) and b.text]
             messages.append(message)  # breaks a run of user turns, as in the stream; removed below
             continue
-        if message.role == "assistant" and not any(isinstance(b, ToolCall) for b in message.blocks):
-            message = _answer(message)
+        if message.role in ("user", "tool") and not message.blocks:
+            continue  # renders nothing, so parts no run
         message = structs.replace(message, blocks=tuple(_written(b) for b in message.blocks))
         last = messages[-1] if messages else None
         if last is not None and _text_only(last) and _text_only(message) and last.role == message.role:
-            joined = POLICY.text_joiner.join(b.text for b in last.blocks + message.blocks if b.text)
-            messages[-1] = structs.replace(last, blocks=(Text(joined),))
+            messages[-1] = structs.replace(last, blocks=last.blocks + message.blocks)
         else:
             messages.append(message)
-    messages = [m for m in messages if m.role not in ("system", "developer")]
+    messages = [_joined(m) for m in messages if m.role not in ("system", "developer")]
+    if not messages or messages[0].role != "user":
+        messages.insert(0, Message(role="user", blocks=(Text(""),)))
     users = [i for i, m in enumerate(messages) if m.role == "user" and any(isinstance(b, Text) for b in m.blocks)]
     if system and users:
         i = users[-1]
@@ -218,16 +254,19 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
 
 
 def _text_only(message: Message) -> bool:
-    return message.role in ("user", "assistant") and bool(message.blocks) and all(
-        isinstance(b, Text) for b in message.blocks)
+    return message.role in ("user", "assistant") and all(isinstance(b, Text) for b in message.blocks)
 
 
-def _answer(message: Message) -> Message:
-    blocks = list(message.blocks)
-    texts = [i for i, b in enumerate(blocks) if isinstance(b, Text) and b.text]
-    if texts:
-        blocks[texts[-1]] = Text(blocks[texts[-1]].text.rstrip(" "))
-    return structs.replace(message, blocks=tuple(b for b in blocks if not (isinstance(b, Text) and not b.text)))
+def _joined(message: Message) -> Message:
+    """A run of user texts or answers as the stream holds it: the texts that are not empty joined, an
+    answer without its trailing spaces."""
+    if not _text_only(message):
+        return message
+    joined = POLICY.text_joiner.join(b.text for b in message.blocks if b.text)
+    if message.role == "assistant":
+        joined = joined.rstrip(" ")
+        return structs.replace(message, blocks=(Text(joined),) if joined else ())
+    return structs.replace(message, blocks=(Text(joined),))
 
 
 def _written(block):

@@ -25,12 +25,13 @@ from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
 from . import chatml
 from ._inputs import InputPolicy, TemplateInputs, _Builder, block_path
-from ._roundtrip import dropped_paths, without_dropped
+from ._roundtrip import dropped_paths, shown, without_dropped
 from .marks import Marks
 from .rendered import RenderOptions
 from .templates import Family
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "\n</think>\n\n"
+NO_THINKING = THINK_OPEN + THINK_CLOSE  # the generation prompt with enable_thinking=False
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,11 @@ class _Qwen3Builder(_Builder):
     def __init__(self, conv: Conversation, marks: Marks, ledger: Ledger, policy: Qwen3Policy) -> None:
         super().__init__(conv, marks, ledger, policy)
         self.query = current_query(conv)
+        self.blank_reasoning = False  # the message being converted has reasoning of newlines alone
 
     def _reasoning_dropped(self, mi: int, block: Reasoning) -> str | None:
+        if self.blank_reasoning and not block.text:
+            return "reasoning of newlines alone: the qwen3 template writes it as an empty <think> block"
         why = super()._reasoning_dropped(mi, block)
         if why is not None:
             return why
@@ -77,6 +81,7 @@ class _Qwen3Builder(_Builder):
         return None
 
     def _assistant(self, mi: int, message: Message) -> None:
+        self.blank_reasoning = False
         kept = {bi for bi, b in enumerate(message.blocks)
                 if isinstance(b, Reasoning) and b.text and self._reasoning_dropped(mi, b) is None}
         blocks, changed = strip_newlines(message.blocks, kept, _thinks(self.conv, mi, bool(kept), self.query))
@@ -84,13 +89,27 @@ class _Qwen3Builder(_Builder):
             where = "around reasoning" if bi in kept else "after the <think> block"
             self.ledger.add("dropped", block_path(mi, bi) + ".newlines",
                             f"newlines {where} (the qwen3 template strips them)")
+        # The official template tests the reasoning before stripping it: newlines alone still give an
+        # (empty) <think> block, even in a turn with nothing else (an empty text anchors that turn).
+        self.blank_reasoning = bool(kept) and not any(blocks[bi].text for bi in kept)
+        if self.blank_reasoning and not any(_carried(b) for b in blocks):
+            blocks += (Text(""),)
         count = len(self.items)
         super()._assistant(mi, structs.replace(message, blocks=blocks))
+        if len(self.items) == count:
+            return
+        if self.blank_reasoning:
+            self.items[-1].message["think_block"] = True
         had_text = any(isinstance(b, Text) and b.text for b in message.blocks)
-        if had_text and len(self.items) > count and not self.items[-1].message["content"]:
-            # The official template tests the text before stripping it: text of newlines alone still
-            # puts a newline before the calls.
+        if had_text and not self.items[-1].message["content"]:
+            # Likewise the text: text of newlines alone still puts a newline before the calls.
             self.items[-1].message["newline_before_calls"] = True
+
+
+def _carried(block) -> bool:
+    """A block the template gets as text or a call."""
+    return (isinstance(block, Text) or (isinstance(block, Media) and block.text is not None)
+            or (isinstance(block, ToolCall) and block.kind != "hosted"))
 
 
 def strip_newlines(blocks: tuple, reasoning: set[int], thinks: bool) -> tuple[tuple, list[int]]:
@@ -138,7 +157,7 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
     for mi, message in enumerate(conv.messages):
         if message.role == "assistant":
             kept = {bi for bi, b in enumerate(message.blocks)
-                    if isinstance(b, Reasoning) and b.text and block_path(mi, bi) not in dropped}
+                    if isinstance(b, Reasoning) and b.text and shown(block_path(mi, bi), dropped)}
             blocks, _ = strip_newlines(message.blocks, kept, _thinks(conv, mi, bool(kept), query))
             message = structs.replace(message, blocks=blocks)
         messages.append(message)
@@ -158,7 +177,7 @@ def _one_reasoning(message: Message) -> Message:
 
 def parse_back(text: str) -> Conversation:
     """The conversation a Qwen3 token stream holds. Raises RenderError on text Qwen3 cannot produce."""
-    return chatml.parse_turns(text, _system, _assistant, "qwen3")
+    return chatml.parse_turns(text, _system, _assistant, "qwen3", ("", NO_THINKING))
 
 
 def _system(body: str) -> tuple[tuple[Text, ...], tuple[Tool, ...]]:

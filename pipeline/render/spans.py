@@ -37,7 +37,9 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
     if found.regions:
         for start, end in found.regions:
             lo, hi = bisect_right(point_starts, start - 1), bisect_right(point_starts, end)
-            inside = {p[2] for p in points[lo:hi] if p[1] <= end}
+            # An empty block where the region ends starts the next region (joined answers, in Mistral).
+            within = [p for p in points[lo:hi] if p[1] <= end and (p[0] < end or start == end)]
+            inside = {p[2] for p in within}
             if len(inside) != 1:
                 what = "no message content" if not inside else f"content of several messages {sorted(inside)}"
                 raise RenderError(f"a generation region holds {what}", code="render_template_structure")
@@ -45,10 +47,10 @@ def _regions(found: _Found, blocks, pieces, eot_ids: set[int], conv: Conversatio
             if conv.messages[message].role != "assistant":
                 raise RenderError("a generation region holds a non-assistant message",
                                   path=f"$.messages[{message}]", code="render_template_structure")
-            last = max((p[1] for p in points[lo:hi]), default=start)
+            last = max((p[1] for p in within), default=start)
             i = bisect_right(eot_starts, end - 1) - 1  # the last end-of-turn token starting in the region
             eot = eot_pieces[i] if i >= 0 and last <= eot_pieces[i][0] and eot_pieces[i][1] <= end else None
-            kinds = {p[3] for p in points[lo:hi] if p[1] <= end}
+            kinds = {p[3] for p in within}
             regions.append(_Region(start, end, message, eot, reasoning_only=kinds == {"reasoning"}))
         return regions
     # No generation markers: an assistant message's region runs from its first block to its last,

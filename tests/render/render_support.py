@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from msgspec import UNSET, structs
 
-from pipeline.conversation import Conversation, Message, Text, ToolCall, ToolResult, from_json
+from pipeline.conversation import Conversation, Media, Message, Text, ToolCall, ToolResult, from_json
 from pipeline.errors import ShapeError
 from pipeline.formats import parse
 from pipeline.render import mask_view
@@ -244,6 +244,20 @@ def parse_chat(record, fmt: str | None = None) -> Conversation:
         return parse(record, fmt) if fmt else parse(record)
     except ShapeError as exc:
         pytest.skip(f"not a chat request: {exc.message[:80]}")
+
+
+def block_text(block) -> str | None:
+    """The text a template gets for a block: a text, or a text document; None for anything else."""
+    return block.text if isinstance(block, (Text, Media)) else None
+
+
+def result_content(result: ToolResult) -> str:
+    """A result as the one string a user hands a template: its text parts joined by newlines, or with none,
+    its structured output as JSON."""
+    texts = [t for t in map(block_text, result.content) if t is not None]
+    if not texts and result.output is not UNSET:
+        return json.dumps(result.output, ensure_ascii=False)
+    return "\n".join(texts)
 
 
 def call_arguments(call: ToolCall) -> dict:

@@ -17,6 +17,7 @@ from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, ass
                             assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
                             call_arguments, check_golden, fixture_names, load_fixture, parse_chat, trained_pieces,
                             transformers_render, turn_starts)
+from render_support import block_text as _text_of, result_content as _result_text
 from pipeline.conversation import Conversation, Media, Message, Opaque, Reasoning, Text, Tool, ToolCall, ToolResult
 from pipeline.errors import ConfigError, RenderError, ShapeError
 from pipeline.formats import parse
@@ -52,28 +53,14 @@ def encoding():
         return openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
-def _text_of(block) -> str | None:
-    if isinstance(block, Text):
-        return block.text
-    if isinstance(block, Media):
-        return block.text
-    return None
-
-
-def _result_text(result: ToolResult) -> str:
-    texts = [t for t in map(_text_of, result.content) if t is not None]
-    if not texts and result.output is not UNSET:
-        return json.dumps(result.output, ensure_ascii=False)
-    return "\n".join(texts)
-
-
 # --- openai-harmony, the reference for the tokens ------------------------------------------------------
 
-def harmony_reference(conv: Conversation, encoding) -> list[int]:
-    """openai-harmony's training render of the same conversation, built from the Harmony docs' semantics:
-    instructions and tools in the developer message, each reasoning block an analysis message, each call
-    a commentary message to functions.NAME, text final when it ends its message (commentary otherwise),
-    results from functions.NAME in the order of the calls they answer. No analysis is auto-dropped."""
+def harmony_reference(conv: Conversation, encoding, prompt: bool = False) -> list[int]:
+    """openai-harmony's training render of the same conversation (with `prompt`, its render for the
+    assistant's completion), built from the Harmony docs' semantics: instructions and tools in the
+    developer message, each reasoning block an analysis message, each call a commentary message to
+    functions.NAME, text final when it ends its message (commentary otherwise), results from
+    functions.NAME in the order of the calls they answer. No analysis is auto-dropped."""
     import openai_harmony as oh
 
     out = [oh.Message.from_role_and_content(
@@ -116,8 +103,9 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
                 elif isinstance(b, ToolCall) and b.kind != "hosted":
                     parts.append(("call", json.dumps(call_arguments(b), ensure_ascii=False), b.name))
             order = {b.id: k for k, b in enumerate(b for b in m.blocks if isinstance(b, ToolCall))}
-            if not parts and (not m.blocks or any(_text_of(b) is not None for b in m.blocks)):
-                parts = [("text", "", None)]
+            if all(kind == "analysis" for kind, _, _ in parts) and (
+                    not m.blocks or any(_text_of(b) is not None for b in m.blocks)):  # an empty answer
+                parts.append(("text", "", None))
             for i, (kind, content, name) in enumerate(parts):
                 message = oh.Message.from_role_and_content(oh.Role.ASSISTANT, content)
                 if kind == "call":
@@ -133,7 +121,7 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
             if isinstance(b, ToolResult):
                 if texts:
                     flush()
-                    out.append(oh.Message.from_role_and_content(role, "\n".join(texts)))
+                    out.append(oh.Message.from_role_and_content(role, "\n".join(t for t in texts if t)))
                     texts = []
                 author = oh.Author.new(oh.Role.TOOL, f"functions.{names.get(b.call_id) or b.name}")
                 result = oh.Message.from_author_and_content(author, _result_text(b))
@@ -143,9 +131,12 @@ def harmony_reference(conv: Conversation, encoding) -> list[int]:
                 texts.append(_text_of(b))
         if texts:
             flush()
-            out.append(oh.Message.from_role_and_content(role, "\n".join(texts)))
+            out.append(oh.Message.from_role_and_content(role, "\n".join(t for t in texts if t)))
     flush()
     config = oh.RenderConversationConfig(auto_drop_analysis=False)
+    if prompt:
+        return encoding.render_conversation_for_completion(oh.Conversation.from_messages(out), oh.Role.ASSISTANT,
+                                                           config)
     return encoding.render_conversation_for_training(oh.Conversation.from_messages(out), config)
 
 

@@ -19,8 +19,8 @@ from pipeline.render import (MaskPolicy, RenderOptions, Template, check_roundtri
 from pipeline.render.llama3 import FAMILY
 from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers,
                             assert_same, assert_segmented_ids_equal_whole_text_ids, assert_spans_partition,
-                            call_arguments, check_golden, corpus_tools, fixture_names, parse_chat, trained_pieces,
-                            transformers_render, with_call)
+                            call_arguments, check_golden, corpus_tools, fixture_names, parse_chat, result_content,
+                            trained_pieces, transformers_render, with_call)
 
 OWN = sorted(p.stem for p in (FIXTURES / "llama3").glob("*.json"))  # this family's own fixtures
 ALL = fixture_names() + OWN
@@ -58,8 +58,8 @@ def official_llama(official):
 
 def _result_dict(result: ToolResult) -> dict:
     texts = [p.text for p in result.content if isinstance(p, Text)]
-    # A structured output goes in as the object: the official template `tojson`s a mapping once.
-    content = result.output if result.output is not UNSET and not texts else "\n".join(texts)
+    # A structured object goes in as the object: the official template `tojson`s a mapping once.
+    content = result.output if isinstance(result.output, dict) and not texts else result_content(result)
     return {"role": "tool", "content": content}
 
 
@@ -69,7 +69,7 @@ def _call_dict(call: ToolCall) -> dict:
 
 
 def _head(conv: Conversation) -> list[dict]:
-    system = "\n".join(b.text for b in conv.system if isinstance(b, Text))
+    system = "\n".join(b.text for b in conv.system + conv.developer if isinstance(b, Text) and b.text)
     return [{"role": "system", "content": system}] if system else []
 
 
@@ -83,10 +83,10 @@ def reference_tools(conv: Conversation) -> list[dict] | None:
 
 def reference_inputs(conv: Conversation) -> list[dict]:
     """What a transformers user hands the official template: one dict per message (text joined by
-    newlines, untrimmed: the template trims), one tool message per result."""
+    newlines, untrimmed: the template trims; developer text as system text), one tool message per result."""
     messages = _head(conv)
     for m in conv.messages:
-        texts = "\n".join(b.text for b in m.blocks if isinstance(b, Text))
+        texts = "\n".join(b.text for b in m.blocks if isinstance(b, Text) and b.text)
         results = [b for b in m.blocks if isinstance(b, ToolResult)]
         calls = [b for b in m.blocks if isinstance(b, ToolCall)]
         if results:
@@ -95,7 +95,7 @@ def reference_inputs(conv: Conversation) -> list[dict]:
             messages.append({**_call_dict(calls[0]), "content": texts,
                              "tool_calls": [_call_dict(c)["tool_calls"][0] for c in calls]})
         else:
-            messages.append({"role": m.role, "content": texts})
+            messages.append({"role": "system" if m.role == "developer" else m.role, "content": texts})
     return messages
 
 

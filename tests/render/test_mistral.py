@@ -5,6 +5,7 @@ the tokenizer, call ids, goldens, masks, parse-back."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 import pytest
@@ -61,9 +62,11 @@ def reference_request(conv: Conversation) -> ChatCompletionRequest:
         else:
             for b in m.blocks:
                 if isinstance(b, ToolResult) and b.kind != "hosted":
-                    text = "\n\n".join(p.text for p in b.content if isinstance(p, Text))
+                    parts = [p.text for p in b.content if isinstance(p, Text)]
+                    text = ("\n\n".join(parts) if parts or b.output is UNSET
+                            else json.dumps(b.output, ensure_ascii=False))
                     out.append(mc_messages.ToolMessage(content=text, tool_call_id=ids[b.call_id]))
-            if texts:
+            if texts or (m.role == "user" and any(isinstance(b, Text) for b in m.blocks)):  # an empty one too
                 out.append(mc_messages.UserMessage(content=texts))
     tools = [mc_calls.Tool(function=mc_calls.Function(name=t.name, description=t.description or "",
                                                       parameters={} if t.parameters is UNSET else t.parameters))
@@ -77,14 +80,22 @@ def _encoder(ends_with_answer: bool) -> MistralTokenizer:
     return MistralTokenizer.from_file(str(mc.__path__[0] + "/data/tekken_240718.json"), mode=mode)
 
 
-def reference_ids(conv: Conversation) -> tuple[str, list[int]]:
-    """mistral-common's text and ids (Tekken v3, Mistral Nemo's file), or skip when it refuses."""
+def mistral_common_render(conv: Conversation) -> tuple[str, list[int]] | str:
+    """mistral-common's text and ids (Tekken v3, Mistral Nemo's file), or why it refuses `conv`."""
     encoder = _encoder(conv.messages[-1].role == "assistant" if conv.messages else False)
     try:
         out = encoder.encode_chat_completion(reference_request(conv))
     except (MistralCommonException, ValueError, AssertionError) as exc:
-        pytest.skip(f"mistral-common does not accept it: {type(exc).__name__}: {str(exc)[:120]}")
+        return f"mistral-common does not accept it: {type(exc).__name__}: {str(exc)[:120]}"
     return out.text, out.tokens
+
+
+def reference_ids(conv: Conversation) -> tuple[str, list[int]]:
+    """mistral-common's text and ids, or skip when it refuses."""
+    out = mistral_common_render(conv)
+    if isinstance(out, str):
+        pytest.skip(out)
+    return out
 
 
 def assert_matches_mistral_common(conv: Conversation, ours) -> None:

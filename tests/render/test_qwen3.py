@@ -10,7 +10,7 @@ from corpus import corpus_available, iter_interactions, params, tau_bench_trajec
 from render_support import (FIXTURES, GOLDENS, assert_concatenates_to_whole, assert_mask_matches_transformers,
                             assert_same, assert_same_list, assert_segmented_ids_equal_whole_text_ids,
                             assert_spans_partition, call_arguments, check_golden, fixture_names, load_fixture,
-                            trained_pieces, transformers_render, turn_starts)
+                            result_content, trained_pieces, transformers_render, turn_starts)
 
 from pipeline.conversation import Conversation, Media, Message, Reasoning, Text, ToolCall, ToolResult
 from pipeline.errors import RenderError, SftprepError
@@ -41,17 +41,19 @@ def template():
 
 def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]:
     """What a transformers user hands the official template for `conv`, written independently of the
-    renderer's conversion: texts joined by newlines, reasoning as `reasoning_content`, results as text,
+    renderer's conversion: texts joined by newlines, developer text as system text (Qwen has no developer
+    role), reasoning as `reasoning_content`, results as text,
     calls and results with their ids (the provider's where known), provider-hosted tools left out (they
     are not functions the model calls)."""
     messages: list[dict] = []
-    if conv.system:
-        messages.append({"role": "system", "content": "\n".join(b.text for b in conv.system)})
+    if conv.system or conv.developer:  # developer text in the system message
+        instructions = "\n".join(b.text for b in conv.system + conv.developer if b.text)
+        messages.append({"role": "system", "content": instructions})
     for m in conv.messages:
         texts = "\n".join(b.text for b in m.blocks if isinstance(b, Text) and b.text)
         results = [b for b in m.blocks if isinstance(b, ToolResult) and b.kind != "hosted"]
         if results:
-            messages += [{"role": "tool", "content": "\n".join(t.text for t in r.content if isinstance(t, Text)),
+            messages += [{"role": "tool", "content": result_content(r),
                           **({"name": r.name} if r.name else {}),
                           **({"tool_call_id": r.provider_id or r.call_id} if r.call_id else {})} for r in results]
             if texts:
@@ -68,7 +70,7 @@ def reference_inputs(conv: Conversation) -> tuple[list[dict], list[dict] | None]
                 message["tool_calls"] = calls
             messages.append(message)
         else:
-            messages.append({"role": m.role, "content": texts})
+            messages.append({"role": "system" if m.role == "developer" else m.role, "content": texts})
     tools = [{"type": "function", "function": {"name": t.name,
                                                 **({"description": t.description} if t.description is not None else {}),
                                                 **({"parameters": t.parameters} if t.parameters is not UNSET else {})}}
