@@ -111,3 +111,27 @@ def test_a_b_a_keeps_what_b_carries(source, target, data):
             for text in before:
                 # A result folded into a JSON object (Gemini's `response`) comes back as JSON text.
                 assert text in joined or json.dumps(text, ensure_ascii=False)[1:-1] in joined
+
+
+# --- where a log came from is no content to lose ----------------------------------------------------
+
+SESSION_SAMPLES = ["claude_session.jsonl", "codex_rollout.jsonl", "gemini_cli_session.jsonl", "hf_sts_session.jsonl"]
+
+
+@pytest.mark.parametrize("target", FORMATS)
+def test_session_provenance_is_never_ledgered_as_a_dropped_field(target):
+    # A session reader keeps its file's facts (session id, cwd, line numbers) under the source's name in
+    # `extras`; no format writes them, and none may report them as a loss (--strict would refuse them all).
+    from pathlib import Path
+
+    from pipeline.ingest import expand_paths, iter_parsed
+
+    data = Path(__file__).resolve().parents[2] / "data" / "sessions"
+    parsed = [item for item in iter_parsed(expand_paths([str(data / name) for name in SESSION_SAMPLES]))
+              if item.conversation is not None]
+    sources = {slot for item in parsed for slot in item.conversation.extras if slot not in formats.FORMATS}
+    assert sources >= {"claude-code", "codex", "gemini-cli", "hf-sts"}
+    for item in parsed:
+        _, ledger = formats.serialize(item.conversation, target)
+        named = [e.reason for e in ledger if any(e.reason.startswith(f"{slot} ") for slot in sources)]
+        assert named == [], (item.source, named)

@@ -11,7 +11,7 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from ... import jsonpolicy
-from ...conversation import Conversation, Media, Message, Tool, ToolCall
+from ...conversation import PROVIDERS, Conversation, Media, Message, Tool, ToolCall
 from ...errors import ShapeError
 from ...ledger import Ledger
 from ..base import RESPONSE_FIELD, SHAPES, ledger_foreign_extras
@@ -133,7 +133,7 @@ def _foreign_params(extras: dict, body: dict, ledger: Ledger) -> None:
     """Map other providers' request parameters that have a clear Anthropic equivalent; ledger the rest.
     Parameters Anthropic already has (from its own extras) win."""
     for provider, values in extras.items():
-        if provider == NAME:
+        if provider == NAME or provider not in PROVIDERS:  # not a wire format's: where the log came from
             continue
         # parallel_tool_calls last: it amends the tool_choice mapped from the same provider.
         for key, value in sorted(values.items(), key=lambda kv: kv[0] == "parallel_tool_calls"):

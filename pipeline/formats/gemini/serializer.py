@@ -8,7 +8,7 @@ from typing import Any
 from msgspec import UNSET
 from msgspec.structs import replace
 
-from ...conversation import Conversation, Message, Text, ToolResult
+from ...conversation import PROVIDERS, Conversation, Message, Text, ToolResult
 from ...errors import ConfigError
 from ...ledger import Ledger
 from ..base import SHAPES, ledger_foreign_extras
@@ -184,6 +184,8 @@ def _drop_context(conv: Conversation, ledger: Ledger, what: str) -> None:
 
 def _drop_params(conv: Conversation, own: bool, ledger: Ledger, what: str) -> None:
     for provider, values in conv.extras.items():
+        if provider not in PROVIDERS:  # not a wire format's: where the log came from
+            continue
         for key in values:
             if provider == NAME:
                 ledger.add("dropped", "$", f"{what} has no place for '{key}'")

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ...conversation import Conversation, Reasoning, Tool, iter_blocks
+from ...conversation import PROVIDERS, Conversation, Reasoning, Tool, iter_blocks
 from ...errors import ParseError
 from ...ledger import Ledger
 from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
@@ -185,7 +185,7 @@ def foreign_params(conv: Conversation, body: dict, ledger: Ledger) -> None:
     generation: dict[str, Any] = {}
     calling: dict[str, Any] | None = None
     for provider, values in conv.extras.items():
-        if provider == NAME:
+        if provider == NAME or provider not in PROVIDERS:  # not a wire format's: where the log came from
             continue
         neutral, _ = response_format_from(provider, values)
         if neutral is not None and "responseMimeType" not in generation:
