@@ -28,6 +28,16 @@ MediaKind = Literal["image", "audio", "video", "document", "file"]
 # provider name -> {field: JSON value}
 Slots = dict[str, dict[str, Any]]
 
+# Where every call must be a JSON object (Anthropic, Gemini, chat templates), a custom tool's free text is
+# written as this one string field, and the tool is declared as a function taking it (CUSTOM_INPUT_SCHEMA).
+CUSTOM_INPUT = "input"
+
+
+def custom_input_schema() -> dict[str, Any]:
+    """The parameters a custom (free-form) tool is declared with where only functions exist: a new dict
+    each time (bodies and template inputs are built from it)."""
+    return {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string"}}, "required": [CUSTOM_INPUT]}
+
 
 class Text(Struct, frozen=True, tag="text", omit_defaults=True):
     text: str

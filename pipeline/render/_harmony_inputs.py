@@ -14,7 +14,7 @@ from ..errors import RenderError
 from ..ledger import Ledger
 from . import _harmony_typescript as ts
 from ._inputs import InputPolicy, TemplateInputs, _Builder, _Item, block_path
-from ._tool_inputs import _join, tool_definition
+from ._tool_inputs import _join, declared, tool_definition, tool_parameters
 from .marks import BlockRef, Marks
 
 
@@ -170,19 +170,19 @@ class _HarmonyBuilder(_Builder):
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"
-            if tool.kind != "function":
-                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in harmony")
+            if not declared(tool, path, self.ledger, "harmony"):
                 continue
             if self.policy.bad_name is not None and self.policy.bad_name.search(tool.name):
                 raise RenderError(f"tool name {tool.name!r} cannot be written in a harmony signature", path=path,
                                   code="render_tool_name")
-            lost = ts.uncarried(tool.parameters) if tool.parameters is not UNSET else []
+            parameters = tool_parameters(tool)
+            lost = ts.uncarried(parameters) if parameters is not UNSET else []
             if lost:
                 shown = ", ".join(lost[:6]) + (f" and {len(lost) - 6} more" if len(lost) > 6 else "")
                 self.ledger.add("dropped", path + ".parameters", f"a TypeScript signature does not carry: {shown}")
             spec = tool_definition(tool)
             # Written by the same rules as the template's macro, and marked so the span covers it.
-            spec["definition"] = self.marks.text(ts.tool_definition(tool.name, tool.description, tool.parameters),
+            spec["definition"] = self.marks.text(ts.tool_definition(tool.name, tool.description, parameters),
                                                  BlockRef("tools", None, ti, path))
             tools.append(spec)
         return tools or None

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, NamedTuple, assert_never
 
-from ..conversation import ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ..conversation import (CUSTOM_INPUT, ContentBlock, Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall,
+                            ToolResult)
 from ..errors import RenderError
 from ..ledger import Ledger
-from ._tool_inputs import _arguments, _cached_definition, _cached_tools, _has_text, _join, result_text, tool_definition
+from ._tool_inputs import (_arguments, _cached_definition, _cached_tools, _has_text, _join, custom_arguments, declared,
+                           result_text, tool_definition)
 from .marks import BlockRef, Marks
 
 
@@ -246,13 +248,15 @@ class _Builder:
 
     def _call(self, mi: int, bi: int, call: ToolCall) -> dict[str, Any] | None:
         path = block_path(mi, bi)
-        if call.kind == "custom":
-            raise RenderError(f"custom tool '{call.name}' takes free text, but {self.policy.target} calls need a JSON "
-                              "object", path=path, code="render_arguments")
         if call.kind == "hosted":
             self.ledger.add("dropped", path, f"provider-hosted tool call '{call.name}' has no place in {self.policy.target}")
             return None
-        arguments = _arguments(call, path)
+        if call.kind == "custom":
+            arguments = custom_arguments(call, path)
+            self.ledger.add("folded", path, f"custom tool '{call.name}' takes free text: {self.policy.target} calls are "
+                            f"JSON objects, so it is written as the string field '{CUSTOM_INPUT}'")
+        else:
+            arguments = _arguments(call, path)
         if self.policy.bad_name is not None and self.policy.bad_name.search(call.name):
             raise RenderError(f"tool name {call.name!r} cannot be written in {self.policy.target} call syntax",
                               path=path, code="render_tool_name")
@@ -330,8 +334,7 @@ class _Builder:
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"
-            if tool.kind != "function":
-                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in {self.policy.target}")
+            if not declared(tool, path, self.ledger, self.policy.target):
                 continue
             ref = BlockRef("tools", None, ti, path)
             definition = _cached_definition(tool) if self.marks.enabled else tool_definition(tool)

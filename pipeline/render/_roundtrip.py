@@ -6,8 +6,8 @@ Both sides are reduced to the same projection and compared item by item:
   later system/developer messages are ("system", text) items in place;
 - each run of text blocks of a user message: ("user", text) (texts joined by newlines);
 - each assistant message: ("assistant", text, reasoning, calls, media), calls as (name, arguments JSON
-  with the key order kept), text and reasoning joined by newlines; an assistant message with nothing
-  in it is absent;
+  with the key order kept; a custom call's text as {"input": text}, as templates write it), text and
+  reasoning joined by newlines; an assistant message with nothing in it is absent;
 - each tool result: ("result", text, answers) where `answers` is the (name, arguments) of the call it
   answers (by id on the rendered side, by position on the parsed side), text being its text parts joined
   or, with none, its structured output as JSON; each run of consecutive results is ordered by the
@@ -32,7 +32,7 @@ from ..conversation import Conversation, Media, Opaque, Reasoning, Text, ToolCal
 from ..errors import RenderError
 from ..ledger import LedgerEntry
 from ._inputs import block_path
-from ._tool_inputs import result_text
+from ._tool_inputs import custom_arguments, result_text, tool_parameters
 
 Normalize = Callable[[str], str]
 
@@ -104,7 +104,7 @@ def project(conv: Conversation, dropped: set[str] = frozenset(), normalize: Norm
         else:
             items.extend(_other(message.role, kept, calls, normalize, join))
     tools = tuple((normalize(t.name), None if t.description is None else normalize(t.description),
-                   None if t.parameters is UNSET else normalize(_json(t.parameters)))
+                   None if (parameters := tool_parameters(t)) is UNSET else normalize(_json(parameters)))
                   for ti, t in enumerate(conv.tools) if f"$.tools[{ti}]" not in dropped)
     if tools:
         items.append(("tools", tools))
@@ -124,7 +124,7 @@ def _json(value: Any) -> str:
 
 
 def _call(block: ToolCall, normalize: Normalize) -> tuple[str, str]:
-    arguments = block.arguments
+    arguments = custom_arguments(block) if block.kind == "custom" else block.arguments  # as templates write it
     if arguments is UNSET:
         text = block.raw_arguments or "{}"
         try:

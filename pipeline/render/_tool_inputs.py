@@ -9,7 +9,7 @@ from typing import Any, assert_never
 import msgspec
 from msgspec import UNSET
 
-from ..conversation import Media, Text, Tool, ToolCall, ToolResult
+from ..conversation import CUSTOM_INPUT, Media, Text, Tool, ToolCall, ToolResult, custom_input_schema
 from ..errors import RenderError
 from ..ledger import Ledger
 from .marks import BlockRef, _dumps, _has_marks
@@ -72,13 +72,41 @@ def _cached_tools(tools: tuple[Tool, ...]) -> tuple[tuple[_Definition, BlockRef]
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:
-    """The OpenAI-style function definition templates expect: name, description, parameters, in that order."""
+    """The OpenAI-style function definition templates expect: name, description, parameters, in that order.
+    A custom (free-form) tool is the function taking its text as one string field (`custom_input_schema`)."""
     function: dict[str, Any] = {"name": tool.name}
     if tool.description is not None:
         function["description"] = tool.description
-    if tool.parameters is not UNSET:
-        function["parameters"] = tool.parameters
+    parameters = tool_parameters(tool)
+    if parameters is not UNSET:
+        function["parameters"] = parameters
     return {"type": "function", "function": function}
+
+
+def tool_parameters(tool: Tool) -> Any:
+    """The JSON Schema a template declares the tool with (UNSET: none)."""
+    return custom_input_schema() if tool.kind == "custom" else tool.parameters
+
+
+def declared(tool: Tool, path: str, ledger: Ledger, target: str) -> bool:
+    """Whether a template's function tools have a place for the tool: not a hosted one (ledgered as
+    dropped); a custom one as the function taking its free text as one string field (ledgered as folded)."""
+    if tool.kind == "hosted":
+        ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in {target}")
+        return False
+    if tool.kind == "custom":
+        ledger.add("folded", path, f"custom tool '{tool.name}' takes free text: declared as a function taking it as "
+                   f"the string field '{CUSTOM_INPUT}'")
+    return True
+
+
+def custom_arguments(call: ToolCall, path: str = "$") -> dict[str, Any]:
+    """A custom call's free text as the JSON object a template writes: {"input": text}."""
+    if not isinstance(call.arguments, str):
+        raise RenderError(f"custom tool '{call.name}' takes free text, but this call's input is "
+                          f"{'missing' if call.arguments is UNSET else type(call.arguments).__name__}", path=path,
+                          code="render_arguments")
+    return {CUSTOM_INPUT: call.arguments}
 
 
 def _arguments(call: ToolCall, path: str) -> dict[str, Any]:

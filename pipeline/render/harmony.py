@@ -55,6 +55,7 @@ from ..ledger import LedgerEntry
 from . import _harmony_typescript as ts
 from ._harmony_inputs import POLICY, build_inputs
 from ._roundtrip import without_dropped
+from ._tool_inputs import tool_parameters
 from .templates import Family
 
 Style = Literal["harmony", "jinja"]
@@ -81,7 +82,7 @@ def _as_rendered(tool: Tool) -> Tool:
     """A tool as its signature carries it: the description by lines, the schema read back from its text."""
     lines = ts.description_lines(tool.description)
     return Tool(name=tool.name, description="\n".join(lines) if lines else None,
-                parameters=ts.read_signature(ts.signature(tool.parameters)))
+                parameters=ts.read_signature(ts.signature(tool_parameters(tool))))
 
 
 def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversation:

@@ -30,7 +30,7 @@ from ..errors import RenderError
 from ..ids import CallIds
 from ..ledger import Ledger, LedgerEntry
 from ._inputs import _MESSAGE_AT, InputPolicy, TemplateInputs, _Builder, _Item, block_path
-from ._tool_inputs import result_text
+from ._tool_inputs import declared, result_text, tool_parameters
 from ._roundtrip import without_dropped
 from .marks import MARK_RE, BlockRef, Marks, mark_index
 from .rendered import RenderOptions
@@ -98,10 +98,10 @@ class _MistralBuilder(_Builder):
         tools = []
         for ti, tool in enumerate(self.conv.tools):
             path = f"$.tools[{ti}]"
-            if tool.kind != "function":
-                self.ledger.add("dropped", path, f"{tool.kind} tool '{tool.name}' has no place in mistral")
+            if not declared(tool, path, self.ledger, "mistral"):
                 continue
-            parameters = {} if tool.parameters is UNSET else tool.parameters
+            parameters = tool_parameters(tool)
+            parameters = {} if parameters is UNSET else parameters
             definition = {"type": "function", "function": {"name": tool.name, "description": tool.description or "",
                                                            "parameters": parameters}}
             tools.append(self.marks.json(definition, BlockRef("tools", None, ti, path)))
@@ -248,8 +248,8 @@ def expected(conv: Conversation, ledger: tuple[LedgerEntry, ...]) -> Conversatio
         first = next(k for k, b in enumerate(blocks) if isinstance(b, Text))
         blocks[first] = Text(POLICY.text_joiner.join(system) + "\n\n" + blocks[first].text)
         messages[i] = structs.replace(messages[i], blocks=tuple(blocks))
-    tools = tuple(Tool(name=t.name, description=t.description or "", parameters={} if t.parameters is UNSET
-                       else t.parameters) for t in kept.tools)
+    tools = tuple(Tool(name=t.name, description=t.description or "",
+                       parameters={} if (p := tool_parameters(t)) is UNSET else p) for t in kept.tools)
     return structs.replace(kept, system=(), developer=(), messages=tuple(messages), tools=tools)
 
 

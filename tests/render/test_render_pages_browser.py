@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def test_index_lists_every_record_and_links_to_its_page(rendered, tmp_path):
         assert link["href"] == page.as_uri()
     first = next(c for c in m["cells"] if c[1].endswith("a.jsonl:1"))
     view_json = json.loads(subprocess.run(
-        ["python", "-m", "pipeline", "render", str(index.parent.parent / "in" / "a.jsonl"), "--template", "chatml",
+        [sys.executable, "-m", "pipeline", "render", str(index.parent.parent / "in" / "a.jsonl"), "--template", "chatml",
          "--json"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.splitlines()[0])
     assert first[2:5] == ["chatml", str(len(view_json["input_ids"])),
                           f"{sum(view_json['loss_mask'])} ({sum(view_json['loss_mask']) / len(view_json['input_ids']):.0%})"]

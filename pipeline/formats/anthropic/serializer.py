@@ -11,7 +11,8 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from ... import jsonpolicy
-from ...conversation import PROVIDERS, Conversation, Media, Message, Tool, ToolCall
+from ...conversation import (CUSTOM_INPUT, PROVIDERS, Conversation, Media, Message, Tool, ToolCall,
+                             custom_input_schema)
 from ...errors import ShapeError
 from ...ledger import Ledger
 from ..base import RESPONSE_FIELD, SHAPES, ledger_foreign_extras
@@ -20,7 +21,6 @@ from .blocks import NAME
 from .writer import BlockWriter, blocks_out, message_fields, plain_text, write_messages
 
 _PLACEHOLDER_SCHEMA = {"type": "object", "properties": {}}
-_CUSTOM_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 # Written (with a ledger entry) when a conversation of another origin does not say.
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -113,8 +113,8 @@ def _tool_out(tool: Tool, ti: int, ledger: Ledger) -> dict | None:
             parameters = tool.parameters
             if tool.kind == "custom":
                 ledger.add("folded", path, f"anthropic has no free-form tools: '{tool.name}' takes its text as "
-                                           "a string field 'input'")
-                parameters = _CUSTOM_INPUT_SCHEMA
+                                           f"a string field '{CUSTOM_INPUT}'")
+                parameters = custom_input_schema()
             elif parameters is UNSET:
                 ledger.add("synthesized", path, "anthropic requires input_schema: wrote an empty object schema")
                 parameters = _PLACEHOLDER_SCHEMA

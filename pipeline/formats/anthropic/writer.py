@@ -10,7 +10,7 @@ from typing import Any, assert_never
 from msgspec import UNSET
 
 from ... import jsonpolicy
-from ...conversation import Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ...conversation import CUSTOM_INPUT, Conversation, Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from ..base import ANTHROPIC_ID, RESPONSE_FIELD, ledger_result_name, outgoing_id
 from .blocks import _TEXT_KEYS, NAME
@@ -174,7 +174,7 @@ class BlockWriter:
             self.ledger.add("folded", f"{path}.arguments",
                             f"arguments are a JSON {type(arguments).__name__}, anthropic needs an object: "
                             "wrapped as {\"input\": ...}")
-            arguments = {"input": arguments}
+            arguments = {CUSTOM_INPUT: arguments}
         out = {"type": "tool_use", "id": out_id, "name": block.name, "input": arguments}
         own = _own(block.extras)
         if own:

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import UNSET
 
-from ...conversation import PROVIDERS, Conversation, Reasoning, Tool, iter_blocks
+from ...conversation import CUSTOM_INPUT, PROVIDERS, Conversation, Reasoning, Tool, custom_input_schema, iter_blocks
 from ...errors import ParseError
 from ...ledger import Ledger
 from ..shared_params import openapi_to_json_schema, response_format_from, response_format_to
@@ -151,8 +151,9 @@ def _declaration_out(tool: Tool, ledger: Ledger, path: str) -> dict:
         out["description"] = tool.description
     params = tool.parameters
     if tool.kind == "custom":
-        ledger.add("folded", path, f"custom tool '{tool.name}' declared as a function taking its text as 'input'")
-        params = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+        ledger.add("folded", path,
+                   f"custom tool '{tool.name}' declared as a function taking its text as '{CUSTOM_INPUT}'")
+        params = custom_input_schema()
     if params is not UNSET:
         original = form.get("openapi")
         if original is not None and openapi_to_json_schema(original) == params:

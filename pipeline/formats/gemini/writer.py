@@ -7,7 +7,7 @@ from typing import Any, assert_never
 
 from msgspec import UNSET
 
-from ...conversation import Block, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
+from ...conversation import CUSTOM_INPUT, Block, Media, Opaque, Reasoning, Text, ToolCall, ToolResult
 from ...ledger import Ledger
 from .parts import NAME, SNAKE, k, put_nulls
 
@@ -120,8 +120,8 @@ class PartWriter:
             self.ledger.add("dropped", path, f"call arguments are not valid JSON ({block.raw_arguments!r}): "
                             "Gemini args must be an object, wrote none")
         elif block.kind != "function" or not isinstance(args, dict):
-            fc["args"] = {"input": args}
-            self.ledger.add("folded", path, f"{block.kind} call input is not an object: wrapped as args.input")
+            fc["args"] = {CUSTOM_INPUT: args}
+            self.ledger.add("folded", path, f"{block.kind} call input is not an object: wrapped as args.{CUSTOM_INPUT}")
         elif args or not form.get("no_args"):
             fc["args"] = args
         part: dict[str, Any] = {k("functionCall", snake): fc}
