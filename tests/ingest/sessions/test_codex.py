@@ -177,13 +177,13 @@ def test_reasoning_without_encrypted_content_is_text_only_not_an_error(tmp_path)
 
 def test_a_rejected_window_with_a_failed_output_is_written_to_the_rejects(tmp_path):
     """The window travels with its rejection into rejects.jsonl: everything it holds must be JSON."""
-    patch = _item({"type": "custom_tool_call", "call_id": "p", "name": "apply_patch", "input": "*** Begin Patch"})
-    lines = [META, USER, _call("a"), _output("a", {"content": "1 failed", "success": False}), patch,
-             _item({"type": "custom_tool_call_output", "call_id": "p", "output": "ok"}), ANSWER]
+    broken = _item({"type": "function_call", "call_id": "p", "name": "exec_command", "arguments": '{"cmd": "ls'})
+    lines = [META, USER, _call("a"), _output("a", {"content": "1 failed", "success": False}), broken,
+             _output("p", "ok"), ANSWER]
     path = tmp_path / "rollout-x.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    run = sftprep_run(tmp_path / "run", path)  # chatml has no free-text calls: the window is rejected
-    assert [(r["code"], r["source"].rsplit(":", 1)[1]) for r in run.rejects] == [("render_arguments", "1")]
+    run = sftprep_run(tmp_path / "run", path)  # arguments cut off mid-string: the window is rejected
+    assert [(r["code"], r["source"].rsplit(":", 1)[1]) for r in run.rejects] == [("arguments_not_object", "1")]
 
 
 def test_local_shell_calls_answered_by_function_call_outputs_are_no_orphans(tmp_path):
