@@ -29,7 +29,7 @@ MediaKind = Literal["image", "audio", "video", "document", "file"]
 Slots = dict[str, dict[str, Any]]
 
 # Where every call must be a JSON object (Anthropic, Gemini, chat templates), a custom tool's free text is
-# written as this one string field, and the tool is declared as a function taking it (CUSTOM_INPUT_SCHEMA).
+# written as this one string field, and the tool is declared as a function taking it (custom_input_schema).
 CUSTOM_INPUT = "input"
 
 
