@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from ...conversation import Media, Message, Opaque, Reasoning, Text, ToolCall, ToolResult
@@ -232,6 +233,7 @@ class Parser:
         elif type(provider_id) is not str:
             raise wrong(f"{_call_path(base, j)}.id", "'id'", "a string", provider_id)
         extras = _unknown(call, _CALL_KEYS) or {}
+        signature = _google_signature(extras, form) if "extra_content" in extras else None
         if kind == "function" or (kind is UNSET and "function" in call):
             if kind is UNSET:
                 form["no_type"] = True
@@ -245,7 +247,8 @@ class Parser:
             fn_rest = _unknown(fn, _CALL_FUNCTION_KEYS)
             if fn_rest:
                 extras["$function"] = fn_rest
-            return self._function_call(name, fn["arguments"], base, j, provider_id, extras, form)
+            call = self._function_call(name, fn["arguments"], base, j, provider_id, extras, form)
+            return call if signature is None else msgspec.structs.replace(call, signature=signature)
         path = _call_path(base, j)
         if kind == "custom":
             custom = req_dict(call, "custom", path)
@@ -258,7 +261,8 @@ class Parser:
             canonical = self.ids.new(name, text)
             self.index.add(canonical, name, provider_id)
             return ToolCall(id=canonical, name=name, arguments=text, provider_id=provider_id, kind="custom",
-                            extras={NAME: extras} if extras else {}, form={NAME: form} if form else {})
+                            signature=signature, extras={NAME: extras} if extras else {},
+                            form={NAME: form} if form else {})
         if kind is UNSET:
             raise missing(path, "type")
         if type(kind) is not str:
@@ -302,6 +306,25 @@ class Parser:
     def _note(self) -> None:
         if not self.notes:
             self.notes.append(_LEGACY_NOTE)
+
+
+def _google_signature(extras: dict, form: dict) -> str | None:
+    """Gemini's OpenAI-compatible endpoint carries a call's thought signature as
+    `extra_content.google.thought_signature`: taken out of the call's extras as its signature (what a
+    Gemini part writes as thoughtSignature), the rest of `extra_content` kept."""
+    extra = extras["extra_content"]
+    google = extra.get("google") if type(extra) is dict else None
+    signature = google.get("thought_signature") if type(google) is dict else None
+    if type(signature) is not str:
+        return None
+    google = {k: v for k, v in google.items() if k != "thought_signature"}
+    extra = {k: v for k, v in extra.items() if k != "google"} | ({"google": google} if google else {})
+    if extra:
+        extras["extra_content"] = extra
+    else:
+        del extras["extra_content"]
+    form["google_signature"] = True
+    return signature
 
 
 def _call_path(base: str, j: int) -> str:

@@ -235,7 +235,7 @@ class Writer:
                 continue
             own = call.extras.get(NAME) or {}
             form = call.form.get(NAME) or {}
-            if call.signature is not None:
+            if call.signature is not None and not form.get("google_signature"):
                 ledger.add("dropped", path, "thought signature on the call has no place in Chat Completions")
             if call.kind == "hosted":
                 ledger.add("dropped", path, f"hosted tool call '{call.name}' has no equivalent in Chat Completions")
@@ -262,6 +262,8 @@ class Writer:
                 fn.update(own.get("$function") or {})
                 item["function"] = fn
             item.update((k, v) for k, v in own.items() if k[0] != "$")
+            if call.signature is not None and form.get("google_signature"):
+                _put_google_signature(item, call.signature)
             written.append(item)
         if written or own_form.get("empty_calls"):
             out["tool_calls"] = written
@@ -399,3 +401,10 @@ def _content(parts: list, mode: str) -> Any:
     if mode == "string" and len(parts) == 1 and blocks.is_plain_text(parts[0]):
         return parts[0].text
     return [blocks.text_part(p) if type(p) is Text else p for p in parts]
+
+
+def _put_google_signature(item: dict[str, Any], signature: str) -> None:
+    """A thought signature read from Gemini's OpenAI-compatible `extra_content` goes back there."""
+    extra = dict(item.get("extra_content") or {})
+    extra["google"] = {**(extra.get("google") or {}), "thought_signature": signature}
+    item["extra_content"] = extra
